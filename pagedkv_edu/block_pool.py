@@ -1,0 +1,136 @@
+"""The block pool: a fixed number of equal-sized physical KV blocks and a free list.
+
+PagedAttention (Kwon et al., SOSP 2023) cuts the KV cache into *physical blocks* of
+``block_size`` token slots each. No block belongs to a request in advance; all of them sit
+in one pool and are handed out one at a time as sequences grow. Because every block has the
+same size, any free block fits any request: there is no external fragmentation.
+
+Each block carries a reference count. In chapters 2-6 it is 0 (free) or 1 (owned by one
+sequence); chapter 7 lets several sequences share a block, and a block returns to the free
+list only when its last reference drops.
+
+The free list is a FIFO queue: blocks are taken from the front and returned at the back,
+as in vLLM's free-block queue and nano-vllm's ``deque``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable, Sequence
+
+
+class OutOfBlocksError(RuntimeError):
+    """The pool has fewer free blocks than an allocation needs. Nothing was allocated."""
+
+
+class BlockPool:
+    """``num_blocks`` physical blocks of ``block_size`` slots, with reference counts."""
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        if not isinstance(block_size, int) or block_size <= 0:
+            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        if not isinstance(num_blocks, int) or num_blocks <= 0:
+            raise ValueError(
+                f"num_blocks must be a positive integer (a pool needs at least one block), got {num_blocks!r}"
+            )
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.ref_counts: list[int] = [0] * num_blocks
+        self._free: deque[int] = deque(range(num_blocks))
+
+    @classmethod
+    def from_free_order(cls, num_blocks: int, block_size: int, free_order: Sequence[int]) -> "BlockPool":
+        """A busy pool whose free queue is exactly ``free_order``.
+
+        It is built the way a real pool gets there: every block is handed out, then the blocks
+        in ``free_order`` are returned in that order (their requests finished). The others stay
+        held by requests outside this example. The seeds' walk-throughs start from such a pool.
+        """
+        pool = cls(num_blocks, block_size)
+        if len(set(free_order)) != len(free_order):
+            raise ValueError(f"free_order has repeated block ids: {list(free_order)}")
+        for block_id in free_order:
+            pool._check_id(block_id)
+        pool.allocate(num_blocks)
+        for block_id in free_order:
+            pool.free(block_id)
+        return pool
+
+    # --- queries -------------------------------------------------------------------
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self._free)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks in use (vLLM's ``1 - free/total``)."""
+        return self.num_used / self.num_blocks
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def free_ids(self) -> list[int]:
+        """The free queue, front (next to be handed out) first."""
+        return list(self._free)
+
+    def is_free(self, block_id: int) -> bool:
+        self._check_id(block_id)
+        return self.ref_counts[block_id] == 0
+
+    # --- changes -------------------------------------------------------------------
+    def allocate(self, n: int = 1) -> list[int]:
+        """Take ``n`` blocks from the front of the free queue (all or none)."""
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"cannot allocate {n!r} blocks; n must be a non-negative integer")
+        if n > len(self._free):
+            raise OutOfBlocksError(f"asked for {n} blocks but only {len(self._free)} of {self.num_blocks} are free")
+        ids = [self._free.popleft() for _ in range(n)]
+        for block_id in ids:
+            self.ref_counts[block_id] = 1
+        return ids
+
+    def incref(self, block_id: int) -> None:
+        """Add a reference to an owned block (a second sequence now points at it)."""
+        self._check_id(block_id)
+        if self.ref_counts[block_id] == 0:
+            raise ValueError(f"block {block_id} is free; cannot share a block nobody owns")
+        self.ref_counts[block_id] += 1
+
+    def free(self, block_id: int) -> bool:
+        """Drop one reference; the block rejoins the free queue when none is left.
+
+        Returns True when the block became free.
+        """
+        self._check_id(block_id)
+        if self.ref_counts[block_id] == 0:
+            raise ValueError(f"block {block_id} is already free (double free)")
+        self.ref_counts[block_id] -= 1
+        if self.ref_counts[block_id] == 0:
+            self._free.append(block_id)
+            return True
+        return False
+
+    def free_all(self, block_ids: Iterable[int]) -> None:
+        """Free several blocks after checking all of them, so a bad id changes nothing."""
+        ids = list(block_ids)
+        pending: dict[int, int] = {}
+        for block_id in ids:
+            self._check_id(block_id)
+            pending[block_id] = pending.get(block_id, 0) + 1
+            if pending[block_id] > self.ref_counts[block_id]:
+                raise ValueError(f"block {block_id} would be freed more times than it is referenced")
+        for block_id in ids:
+            self.free(block_id)
+
+    def _check_id(self, block_id: int) -> None:
+        if not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
+            raise IndexError(f"block id {block_id!r} is out of range for a pool of {self.num_blocks} blocks")
+
+    def __repr__(self) -> str:
+        return (f"BlockPool(num_blocks={self.num_blocks}, block_size={self.block_size}, "
+                f"used={self.num_used}, free={self.num_free})")

@@ -1,0 +1,120 @@
+"""A block table: one sequence's map from logical blocks to physical blocks.
+
+To the model a sequence is contiguous: token ``i`` lives in logical block ``i // B`` at
+offset ``i % B``. The block table says which physical block holds each logical block, like
+an operating system's page table. The slot mapping turns a token position into a flat slot
+index of the physical cache:
+
+    slot = block_table[i // B] * B + i % B
+
+Appending a token allocates a new physical block only when the last one is full, so a
+sequence never holds more than one partly filled block: its waste is under one block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .block_pool import BlockPool, OutOfBlocksError
+
+
+def blocks_needed(num_tokens: int, block_size: int) -> int:
+    """ceil(num_tokens / block_size): the blocks that hold ``num_tokens`` tokens."""
+    if num_tokens < 0:
+        raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+    return -(-num_tokens // block_size)
+
+
+@dataclass
+class BlockTable:
+    """Logical-to-physical block entries and the token count of one sequence."""
+
+    block_size: int
+    block_ids: list[int] = field(default_factory=list)
+    num_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.block_size, int) or self.block_size <= 0:
+            raise ValueError(f"block_size must be a positive integer, got {self.block_size!r}")
+        if blocks_needed(self.num_tokens, self.block_size) != len(self.block_ids):
+            raise ValueError(
+                f"{self.num_tokens} tokens need {blocks_needed(self.num_tokens, self.block_size)} blocks "
+                f"of {self.block_size}, but the table has {len(self.block_ids)}"
+            )
+
+    @property
+    def capacity(self) -> int:
+        """Slots in the blocks this table holds."""
+        return len(self.block_ids) * self.block_size
+
+    @property
+    def fills(self) -> list[int]:
+        """Filled slots of each block: full blocks, then the (possibly partial) last one."""
+        fills = [self.block_size] * len(self.block_ids)
+        if fills:
+            fills[-1] = self.num_tokens - (len(self.block_ids) - 1) * self.block_size
+        return fills
+
+    @property
+    def waste(self) -> int:
+        """Empty slots in the last block: the only waste a paged sequence has."""
+        return self.capacity - self.num_tokens
+
+    def blocks_to_append(self, n: int) -> int:
+        """How many new blocks appending ``n`` tokens would allocate."""
+        if n < 0:
+            raise ValueError(f"cannot append {n} tokens")
+        return blocks_needed(self.num_tokens + n, self.block_size) - len(self.block_ids)
+
+    def append_tokens(self, pool: BlockPool, n: int = 1) -> list[int]:
+        """Account for ``n`` more tokens, allocating blocks only when the last is full.
+
+        All-or-nothing: if the pool cannot supply the blocks, nothing changes and
+        ``OutOfBlocksError`` is raised. Returns the newly allocated block ids.
+        """
+        if pool.block_size != self.block_size:
+            raise ValueError(f"pool block_size {pool.block_size} != table block_size {self.block_size}")
+        need = self.blocks_to_append(n)
+        if need > pool.num_free:
+            raise OutOfBlocksError(f"appending {n} tokens needs {need} new blocks; the pool has {pool.num_free} free")
+        new = pool.allocate(need)
+        self.block_ids.extend(new)
+        self.num_tokens += n
+        return new
+
+    def slot(self, position: int) -> int:
+        """Flat cache slot of token ``position``: ``table[pos // B] * B + pos % B``."""
+        if not isinstance(position, int) or not 0 <= position < self.num_tokens:
+            raise IndexError(
+                f"position {position!r} is past the table: it holds {self.num_tokens} tokens "
+                f"in blocks {self.block_ids}"
+            )
+        return self.block_ids[position // self.block_size] * self.block_size + position % self.block_size
+
+    def slot_mapping(self, start: int = 0, end: int | None = None) -> list[int]:
+        """Slots of positions ``start .. end-1`` (default: every token)."""
+        end = self.num_tokens if end is None else end
+        if not 0 <= start <= end <= self.num_tokens:
+            raise IndexError(f"range [{start}, {end}) is outside the table's {self.num_tokens} tokens")
+        return [self.slot(p) for p in range(start, end)]
+
+    def release(self, pool: BlockPool) -> list[int]:
+        """Return every block to the pool, last block first, and empty the table.
+
+        Tail-first order means that, in chapter 7's prefix cache, the end of a sequence is
+        evicted before its shared beginning.
+        """
+        released = list(reversed(self.block_ids))
+        pool.free_all(released)
+        self.block_ids = []
+        self.num_tokens = 0
+        return released
+
+    def rows(self) -> list[tuple[int, int, int]]:
+        """(logical block, physical block, filled slots) rows, as the seed prints them."""
+        return [(i, b, f) for i, (b, f) in enumerate(zip(self.block_ids, self.fills))]
+
+    def __str__(self) -> str:
+        lines = ["logical  physical  filled"]
+        lines += [f"{i:>7}  {b:>8}  {f:>3} / {self.block_size}" for i, b, f in self.rows()]
+        return "\n".join(lines)

@@ -1,0 +1,130 @@
+"""The command line: ``python -m pagedkv_edu <command> [--json]``.
+
+Each command lives beside the concept it reports on and exposes ``register(subparsers)``,
+which adds its parser and sets ``func``: a function of the parsed arguments that returns a
+JSON-serialisable dict and prints a human-readable table unless ``--json`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Sequence
+
+from .contiguous import RESERVE_POLICIES
+from .simulate import POLICIES, simulate
+from .specs import DTYPE_BYTES, format_bytes, get_spec, spec_from_config
+from .workload import MAX_SEQ_LEN, copilot50
+
+# Modules (beside this one, on top of the package's layers) that add their own subcommands.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pagedkv_edu",
+        description="pagedkv-edu: KV-cache memory arithmetic, simulations, kernels and benchmarks.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    _register_kv_size(subparsers)
+    _register_simulate(subparsers)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand takes --json: print one JSON object instead of the table."""
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result: Any = args.func(args)
+    except (ValueError, KeyError, IndexError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    if getattr(args, "json", False):
+        json.dump(result, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    return 0
+
+
+# --- kv-size (chapter 0) ------------------------------------------------------------------
+def _register_kv_size(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("kv-size", help="KV-cache bytes per token and in total for a model (chapter 0)")
+    p.add_argument("--model", default="llama-3.2-1b",
+                   help="a named model (llama-3.2-1b, llama-2-7b, smollm2-135m) or a path to a transformers config.json")
+    p.add_argument("--tokens", type=int, default=2048, help="tokens per request (default 2048)")
+    p.add_argument("--requests", type=int, default=1, help="concurrent requests (default 1)")
+    p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default=None, help="cache dtype (default: the model's)")
+    add_json_flag(p)
+    p.set_defaults(func=_kv_size)
+
+
+def _kv_size(args: argparse.Namespace) -> dict[str, Any]:
+    if args.model.endswith(".json"):
+        with open(args.model) as f:
+            spec = spec_from_config(json.load(f), name=args.model)
+    else:
+        spec = get_spec(args.model)
+    if args.dtype:
+        spec = spec.with_dtype(args.dtype)
+    total = spec.kv_bytes(args.tokens, args.requests)
+    result = {
+        "model": spec.name, "dtype": spec.dtype, "num_layers": spec.num_layers,
+        "num_kv_heads": spec.num_kv_heads, "head_dim": spec.head_dim,
+        "kv_bytes_per_token": spec.kv_bytes_per_token, "tokens": args.tokens, "requests": args.requests,
+        "kv_bytes_total": total, "weight_bytes": spec.weight_bytes,
+    }
+    if not args.json:
+        print(f"model            : {spec.name} ({spec.dtype})")
+        print(f"per token        : {spec.num_layers} layers x {spec.num_kv_heads} KV heads x {spec.head_dim} dims"
+              f" x 2 (K,V) x {spec.bytes_per_element} B = {spec.kv_bytes_per_token:,} B"
+              f" ({format_bytes(spec.kv_bytes_per_token)})")
+        print(f"per request      : {args.tokens:,} tokens -> {format_bytes(spec.kv_bytes(args.tokens))}")
+        print(f"total            : {args.requests} requests -> {format_bytes(total)}")
+        print(f"weights          : {spec.num_parameters / 1e9:.2f} B params -> {format_bytes(spec.weight_bytes)}"
+              f" ({spec.weight_bytes / 1e9:.1f} GB)")
+    return result
+
+
+# --- simulate (chapters 1, 2) ------------------------------------------------------------------
+def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("simulate", help="memory-only simulation of a workload, contiguous or paged (ch. 1-2)")
+    p.add_argument("--workload", choices=["copilot50"], default="copilot50")
+    p.add_argument("--policy", choices=POLICIES, default="paged")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--kv-budget-tokens", type=int, default=10 * MAX_SEQ_LEN,
+                   help="KV slots in the budget (default: 10 x max_seq_len, so 10 contiguous requests fit)")
+    p.add_argument("--reserve", choices=RESERVE_POLICIES, default="max",
+                   help="contiguous reservation rule: max_seq_len, next power of two, or exact (oracle)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeline", action="store_true", help="with --json, include every step and request")
+    add_json_flag(p)
+    p.set_defaults(func=_simulate)
+
+
+def _simulate(args: argparse.Namespace) -> dict[str, Any]:
+    result = simulate(copilot50(args.seed), args.policy, args.kv_budget_tokens,
+                      block_size=args.block_size, reserve=args.reserve)
+    out = result.to_dict() if args.timeline else result.summary()
+    if not args.json:
+        s = result.summary()
+        rule = f"block size {args.block_size}" if args.policy == "paged" else f"reserve={args.reserve}"
+        print(f"workload copilot50 (seed {args.seed}), policy {args.policy} ({rule}), "
+              f"budget {args.kv_budget_tokens:,} token slots")
+        print(f"utilisation      : {s['utilisation']:.1%} of held slots hold tokens")
+        for kind, frac in s["waste"].items():
+            print(f"  {kind:15s}: {frac:.1%}")
+        print(f"peak concurrency : {s['peak_concurrency']}   mean {s['mean_concurrency']}")
+        print(f"preemptions      : {s['preemptions']}")
+        print(f"queueing delay   : mean {s['mean_queue_delay_steps']} steps, max {s['max_queue_delay_steps']}")
+        print(f"makespan         : {s['total_steps']} steps")
+    return out
