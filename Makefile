@@ -24,7 +24,7 @@ lab: $(STAMP)
 # Package tests, then every notebook re-executed by nbval (per-notebook times are printed at the end).
 test: $(STAMP)
 	$(BIN)/python -m pytest tests -q
-	$(BIN)/python -m pytest --nbval-lax notebooks -q -p tests.nbval_plugin
+	$(BIN)/python -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p tests.nbval_plugin -q notebooks
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m "not slow"

@@ -64,6 +64,17 @@ class RequestRecord:
         return self.admit_step - self.arrival_step
 
 
+@dataclass(frozen=True)
+class ArenaSlice:
+    """One contiguous reservation at a snapshot: where it sits and how much of it holds tokens."""
+
+    request_id: int
+    start: int
+    size: int
+    used: int
+    final_len: int
+
+
 @dataclass
 class SimResult:
     """Per-step records and per-request records of one simulated run, with summary figures."""
@@ -75,6 +86,7 @@ class SimResult:
     steps: list[StepRecord] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
     preemptions: int = 0
+    arena_snapshots: dict[int, list[ArenaSlice]] = field(default_factory=dict)
 
     def _sum(self, name: str) -> int:
         return sum(getattr(s, name) for s in self.steps)
@@ -158,18 +170,25 @@ def simulate(
     reserve: str = "max",
     watermark_blocks: int = 0,
     max_steps: int = 1_000_000,
+    snapshot_steps: Iterable[int] = (),
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
     ``reserve`` (contiguous only) picks the reservation rule: ``max``, ``pow2`` or ``oracle``.
     ``watermark_blocks`` (paged only) keeps that many blocks free at admission so running
-    requests can grow without immediate preemption.
+    requests can grow without immediate preemption. ``snapshot_steps`` (contiguous only)
+    records the arena's layout at those steps, for drawing it as a strip with its holes.
     """
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
     if not isinstance(kv_budget_tokens, int) or kv_budget_tokens <= 0:
         raise ValueError(f"kv_budget_tokens must be a positive integer, got {kv_budget_tokens!r}")
+    if policy == "paged":
+        if not isinstance(block_size, int) or block_size <= 0:
+            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        if kv_budget_tokens < block_size:
+            raise ValueError(f"kv_budget_tokens={kv_budget_tokens} is smaller than one block of {block_size} slots")
     if not reqs:
         raise ValueError("no requests to simulate")
     if len({r.request_id for r in reqs}) != len(reqs):
@@ -202,6 +221,7 @@ def simulate(
     waiting: deque[Request] = deque()
     running: list[Request] = []
     length: dict[int, int] = {}  # tokens in the cache (or to recompute) per request
+    snapshots = set(snapshot_steps)
 
     def fits(r: Request) -> bool:
         need = length.get(r.request_id, r.prompt_len)
@@ -246,6 +266,12 @@ def simulate(
             length[r.request_id] += 1
 
         result.steps.append(_record(step, running, waiting, length, manager, arena, reservations, capacity))
+        if arena is not None and step in snapshots:
+            by_id = {r.request_id: r for r in running}
+            result.arena_snapshots[step] = [
+                ArenaSlice(e.owner, e.start, e.size, length[e.owner], by_id[e.owner].final_len)
+                for e in arena.extents
+            ]
 
         for r in [r for r in running if length[r.request_id] == r.final_len]:
             running.remove(r)
