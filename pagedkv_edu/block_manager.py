@@ -88,6 +88,12 @@ class BlockManager:
         """Allocated but empty slots: the unfilled tails of last blocks."""
         return self.pool.num_used * self.block_size - self.num_tokens
 
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        """Jupyter, GitHub and the book show the manager as the explorer's picture of the same state."""
+        from .viz.render import Picture  # lazy: the views sit on top of the memory layer
+
+        return Picture(self)._repr_mimebundle_()
+
     def _table(self, seq_id: Hashable) -> BlockTable:
         try:
             return self.tables[seq_id]

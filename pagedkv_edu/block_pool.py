@@ -127,6 +127,12 @@ class BlockPool:
         for block_id in ids:
             self.free(block_id)
 
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        """Jupyter, GitHub and the book show the pool as the explorer's picture of the same state."""
+        from .viz.render import Picture  # lazy: the views sit on top of the memory layer
+
+        return Picture(self)._repr_mimebundle_()
+
     def _check_id(self, block_id: int) -> None:
         if not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
             raise IndexError(f"block id {block_id!r} is out of range for a pool of {self.num_blocks} blocks")

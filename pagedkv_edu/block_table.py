@@ -62,8 +62,8 @@ class BlockTable:
 
     def blocks_to_append(self, n: int) -> int:
         """How many new blocks appending ``n`` tokens would allocate."""
-        if n < 0:
-            raise ValueError(f"cannot append {n} tokens")
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"cannot append {n!r} tokens; n must be a non-negative integer")
         return blocks_needed(self.num_tokens + n, self.block_size) - len(self.block_ids)
 
     def append_tokens(self, pool: BlockPool, n: int = 1) -> list[int]:

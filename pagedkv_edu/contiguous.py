@@ -88,6 +88,13 @@ class ContiguousArena:
             holes.append((cursor, self.capacity - cursor))
         return holes
 
+    def extent(self, owner: Hashable) -> Extent:
+        """The reservation ``owner`` holds."""
+        try:
+            return self._by_owner[owner]
+        except KeyError:
+            raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
+
     def largest_hole(self) -> int:
         return max((size for _, size in self.holes()), default=0)
 

@@ -12,10 +12,11 @@ budget goes, step by step:
 * ``external``: free slots in holes too small for the next waiting request (contiguous);
 * ``free``: the rest, free and usable.
 
-The scheduler is first come, first served with head-of-line blocking. A paged request is
-admitted when its prompt's blocks fit; when a decode step finds no free block, the most
-recently admitted request is preempted by recompute (its blocks are freed and it goes back
-to the front of the queue keeping its generated tokens), as in vLLM and nano-vllm.
+The scheduler is chapter 6's (:mod:`pagedkv_edu.scheduler`): first come, first served with
+head-of-line blocking. A paged request is admitted when its prompt's blocks fit; when a
+decode step finds no free block, the most recently admitted request is preempted by
+recompute (its blocks are freed and it goes back to the front of the queue keeping its
+generated tokens), as in vLLM and nano-vllm.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Iterable
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .contiguous import ContiguousArena, reservation_size
+from .scheduler import ContiguousMemory, PagedMemory, Scheduler
 from .workload import MAX_SEQ_LEN, Request
 
 POLICIES = ("contiguous", "paged")
@@ -122,6 +124,16 @@ class SimResult:
         return sum(s.running for s in self.steps) / len(self.steps) if self.steps else 0.0
 
     @property
+    def saturated_concurrency(self) -> float:
+        """Mean running requests over the steps when some request waited for memory.
+
+        How many requests the budget really held while there was demand for more: the fair
+        "how many fit" figure, unaffected by the tail of the run when the queue is empty.
+        """
+        busy = [s.running for s in self.steps if s.waiting]
+        return sum(busy) / len(busy) if busy else float("nan")
+
+    @property
     def total_steps(self) -> int:
         return len(self.steps)
 
@@ -149,6 +161,7 @@ class SimResult:
             "saturated_arena_utilisation": round(self.saturated_arena_utilisation, 4),
             "peak_concurrency": self.peak_concurrency,
             "mean_concurrency": round(self.mean_concurrency, 2),
+            "saturated_concurrency": round(self.saturated_concurrency, 2),
             "preemptions": self.preemptions,
             "total_steps": self.total_steps,
             "mean_queue_delay_steps": round(self.mean_queue_delay, 1),
@@ -189,6 +202,8 @@ def simulate(
             raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
         if kv_budget_tokens < block_size:
             raise ValueError(f"kv_budget_tokens={kv_budget_tokens} is smaller than one block of {block_size} slots")
+        if not isinstance(watermark_blocks, int) or watermark_blocks < 0:
+            raise ValueError(f"watermark_blocks must be a non-negative integer, got {watermark_blocks!r}")
     if not reqs:
         raise ValueError("no requests to simulate")
     if len({r.request_id for r in reqs}) != len(reqs):
@@ -201,15 +216,18 @@ def simulate(
 
     manager: BlockManager | None = None
     arena: ContiguousArena | None = None
+    memory: PagedMemory | ContiguousMemory
     reservations: dict[int, int] = {}
     if policy == "paged":
         manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len)
+        memory = PagedMemory(manager, watermark_blocks)
         capacity = manager.pool.capacity_tokens
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
         arena = ContiguousArena(kv_budget_tokens)
-        capacity = kv_budget_tokens
         reservations = {r.request_id: reservation_size(r.final_len, max_seq_len, reserve) for r in reqs}
+        memory = ContiguousMemory(arena, lambda seq_id, _num_tokens: reservations[seq_id])
+        capacity = kv_budget_tokens
         too_big = [i for i, size in reservations.items() if size > capacity]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in a budget of {kv_budget_tokens} tokens")
@@ -217,93 +235,69 @@ def simulate(
     result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity)
     records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
     result.requests = list(records.values())
-    pending = deque(reqs)
-    waiting: deque[Request] = deque()
-    running: list[Request] = []
-    length: dict[int, int] = {}  # tokens in the cache (or to recompute) per request
+    scheduler = Scheduler(memory)
+    pending = deque(_SimSequence(r.request_id, r.prompt_len, r) for r in reqs)
     snapshots = set(snapshot_steps)
 
-    def fits(r: Request) -> bool:
-        need = length.get(r.request_id, r.prompt_len)
-        if manager is not None:
-            return manager.can_allocate(need, watermark_blocks)
-        assert arena is not None
-        return arena.fits(reservations[r.request_id])
-
     for step in range(max_steps):
-        while pending and pending[0].arrival_step <= step:
-            waiting.append(pending.popleft())
+        while pending and pending[0].request.arrival_step <= step:
+            scheduler.add(pending.popleft())
+        decided = scheduler.schedule()
+        for seq in decided.prefills:
+            if records[seq.seq_id].admit_step is None:
+                records[seq.seq_id].admit_step = step
+        for seq in decided.decodes:
+            seq.num_tokens += 1
+        for seq in decided.preempted:
+            records[seq.seq_id].preemptions += 1
+        result.preemptions = scheduler.num_preemptions
 
-        admitted: set[int] = set()
-        while waiting and fits(waiting[0]):
-            r = waiting.popleft()
-            length.setdefault(r.request_id, r.prompt_len)
-            if manager is not None:
-                manager.add_sequence(r.request_id, length[r.request_id])
-            else:
-                assert arena is not None
-                arena.allocate(r.request_id, reservations[r.request_id])
-            running.append(r)
-            admitted.add(r.request_id)
-            if records[r.request_id].admit_step is None:
-                records[r.request_id].admit_step = step
-
-        for r in list(running):
-            if r.request_id in admitted or r not in running:
-                continue
-            if manager is not None:
-                while not manager.can_append(r.request_id):
-                    victim = running.pop()  # the most recently admitted
-                    manager.finish(victim.request_id)
-                    waiting.appendleft(victim)
-                    records[victim.request_id].preemptions += 1
-                    result.preemptions += 1
-                    if victim is r:
-                        break
-                if r not in running:
-                    continue
-                manager.append_tokens(r.request_id)
-            length[r.request_id] += 1
-
-        result.steps.append(_record(step, running, waiting, length, manager, arena, reservations, capacity))
+        running = list(scheduler.running)
+        head = scheduler.waiting[0] if scheduler.waiting else None
+        result.steps.append(_record(step, running, len(scheduler.waiting), head, manager, arena, reservations,
+                                    capacity))
         if arena is not None and step in snapshots:
-            by_id = {r.request_id: r for r in running}
+            by_id = {s.seq_id: s for s in running}
             result.arena_snapshots[step] = [
-                ArenaSlice(e.owner, e.start, e.size, length[e.owner], by_id[e.owner].final_len)
+                ArenaSlice(e.owner, e.start, e.size, by_id[e.owner].num_tokens, by_id[e.owner].request.final_len)
                 for e in arena.extents
             ]
 
-        for r in [r for r in running if length[r.request_id] == r.final_len]:
-            running.remove(r)
-            if manager is not None:
-                manager.finish(r.request_id)
-            else:
-                assert arena is not None
-                arena.release(r.request_id)
-            records[r.request_id].finish_step = step
+        for seq in [s for s in running if s.num_tokens == s.request.final_len]:
+            scheduler.finish(seq)
+            records[seq.seq_id].finish_step = step
 
-        if not (pending or waiting or running):
+        if not (pending or scheduler.has_unfinished):
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
 
 
+@dataclass
+class _SimSequence:
+    """A request in the simulation: ``num_tokens`` is how many slots its K/V fill now."""
+
+    seq_id: int
+    num_tokens: int
+    request: Request
+
+
 def _record(
     step: int,
-    running: list[Request],
-    waiting: deque[Request],
-    length: dict[int, int],
+    running: list[_SimSequence],
+    num_waiting: int,
+    head: _SimSequence | None,
     manager: BlockManager | None,
     arena: ContiguousArena | None,
     reservations: dict[int, int],
     capacity: int,
 ) -> StepRecord:
-    used = sum(length[r.request_id] for r in running)
+    used = sum(s.num_tokens for s in running)
     if manager is not None:
         internal = manager.waste_slots
-        return StepRecord(step, len(running), len(waiting), used, 0, internal, 0, capacity - used - internal)
+        return StepRecord(step, len(running), num_waiting, used, 0, internal, 0, capacity - used - internal)
     assert arena is not None
-    over = sum(r.final_len - length[r.request_id] for r in running)
-    internal = sum(reservations[r.request_id] - r.final_len for r in running)
-    external = arena.stranded(reservations[waiting[0].request_id]) if waiting else 0
+    over = sum(s.request.final_len - s.num_tokens for s in running)
+    internal = sum(reservations[s.seq_id] - s.request.final_len for s in running)
+    external = arena.stranded(reservations[head.seq_id]) if head is not None else 0
     free = capacity - arena.reserved - external
-    return StepRecord(step, len(running), len(waiting), used, over, internal, external, free)
+    return StepRecord(step, len(running), num_waiting, used, over, internal, external, free)

@@ -1,0 +1,1 @@
+"""Reference solutions to the "Your turn" exercises (read them after trying)."""

@@ -1,0 +1,103 @@
+"""The block-table explorer: an ipywidgets view over :class:`ExplorerState`.
+
+The view is thin on purpose. Buttons and sliders call the state model, then the whole
+picture is re-rendered from a fresh snapshot by the pure SVG renderer. Nothing is drawn
+incrementally, so the picture can never drift from the state.
+
+Where no kernel runs (GitHub, the rendered book, an nbconvert HTML export) a widget shows
+nothing. So the explorer's ``_repr_mimebundle_`` carries ``image/svg+xml`` and
+``text/plain`` of the state at display time beside the widget view; a frontend with a live
+kernel shows the widget, everything else shows the same picture, static. ``picture()``
+takes a fresh static picture after the reader has clicked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+import ipywidgets as widgets
+
+from .explorer_state import ExplorerState
+from .render import Picture, render_svg, request_label
+
+
+class BlockExplorer(widgets.VBox):
+    """Add requests, decode, finish, and watch blocks move between the pool and the tables."""
+
+    def __init__(
+        self,
+        num_blocks: int = 16,
+        block_size: int = 4,
+        *,
+        free_order: Sequence[int] | None = None,
+        max_seq_len: int | None = None,
+        prompt_tokens: int = 7,
+        steps: int = 4,
+    ) -> None:
+        self.state = ExplorerState(num_blocks, block_size, free_order=free_order, max_seq_len=max_seq_len)
+        self.prompt_tokens = widgets.BoundedIntText(value=prompt_tokens, min=1, max=1_000_000,
+                                                    description="prompt", layout=widgets.Layout(width="150px"))
+        self.add_button = widgets.Button(description="add request", tooltip="admit a request (prefill)")
+        self.step_button = widgets.Button(description="decode step", tooltip="every request +1 token")
+        self.steps = widgets.BoundedIntText(value=steps, min=1, max=100_000, description="N",
+                                            layout=widgets.Layout(width="120px"))
+        self.step_n_button = widgets.Button(description="step ×N", tooltip="N decode steps")
+        self.request_choice = widgets.Dropdown(options=[], description="request",
+                                               layout=widgets.Layout(width="170px"))
+        self.finish_button = widgets.Button(description="finish", tooltip="return the request's blocks")
+        self.block_size_slider = widgets.IntSlider(value=block_size, min=1, max=max(32, block_size),
+                                                   description="block size", continuous_update=False)
+        self.pool_size_slider = widgets.IntSlider(value=num_blocks, min=1, max=max(64, num_blocks),
+                                                  description="pool blocks", continuous_update=False)
+        self.counters = widgets.Label()
+        self.drawing = widgets.HTML()
+        self.event_log = widgets.HTML()
+
+        self.add_button.on_click(lambda _: self._do(self.state.add_request, self.prompt_tokens.value))
+        self.step_button.on_click(lambda _: self._do(self.state.decode_step))
+        self.step_n_button.on_click(lambda _: self._do(self.state.step_n, self.steps.value))
+        self.finish_button.on_click(lambda _: self._do(self.state.finish, self.request_choice.value))
+        self.block_size_slider.observe(lambda ch: self._do(self.state.set_block_size, ch["new"]), names="value")
+        self.pool_size_slider.observe(lambda ch: self._do(self.state.set_pool_size, ch["new"]), names="value")
+
+        super().__init__(children=[
+            widgets.HBox([self.prompt_tokens, self.add_button, self.step_button, self.steps, self.step_n_button]),
+            widgets.HBox([self.request_choice, self.finish_button]),
+            widgets.HBox([self.block_size_slider, self.pool_size_slider]),
+            self.counters,
+            self.drawing,
+            self.event_log,
+        ])
+        self._refresh()
+
+    def _do(self, action: Any, *args: Any) -> None:
+        action(*args)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Re-render everything from one snapshot; keep sliders on the state's sizes."""
+        snap = self.state.snapshot()
+        self.counters.value = snap.summary()
+        self.drawing.value = render_svg(snap)
+        recent = "\n".join(snap.events[-6:])
+        self.event_log.value = f'<pre style="font-size:11px;line-height:1.3;margin:0">{escape(recent)}</pre>'
+        live = self.state.live_requests
+        chosen = self.request_choice.value if self.request_choice.value in live else (live[0] if live else None)
+        self.request_choice.options = [(request_label(r), r) for r in live]
+        self.request_choice.value = chosen
+        # A refused resize leaves the state as it was: put the slider back (a no-op event).
+        self.block_size_slider.value = self.state.block_size
+        self.pool_size_slider.value = self.state.num_blocks
+
+    def picture(self) -> Picture:
+        """A static picture of the current state, for a cell of its own."""
+        return Picture(self.state.snapshot())
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
+        snap = self.state.snapshot()
+        bundle["image/svg+xml"] = render_svg(snap)
+        bundle["text/plain"] = snap.summary()
+        return bundle

@@ -1,0 +1,190 @@
+"""The block-table explorer's state: a :class:`BlockManager` driven by a reader's clicks.
+
+This is the model half of the explorer widget, with no widget in it, so tests (and a
+notebook cell) can drive it directly. Each action is one event of a serving engine's memory
+life: a request arrives with its prompt (prefill), every live request grows by one token
+(a decode step), a request finishes and returns its blocks.
+
+A reader will click "decode step" on a full pool, and that must teach rather than crash. So
+actions never raise on a reader's input: they return whether they happened and leave a
+message, and one that fails changes nothing. A decode step is all-or-nothing: it first asks
+every request whether it can grow, and if any cannot it names them and grows none (a real
+scheduler would preempt one; that is chapter 6). Changing the block size or the pool size
+rebuilds an empty pool, and the message says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..block_manager import BlockManager
+from ..block_pool import BlockPool
+from .render import request_label
+from .snapshot import Snapshot, snapshot
+
+
+class ExplorerState:
+    """A block manager plus the explorer's bookkeeping: request ids, a step count, a log."""
+
+    def __init__(
+        self,
+        num_blocks: int = 16,
+        block_size: int = 4,
+        *,
+        free_order: Sequence[int] | None = None,
+        max_seq_len: int | None = None,
+        log_size: int = 50,
+    ) -> None:
+        """``free_order`` starts from a pool whose free queue is in that order (the seeds'
+        walk-throughs hand out blocks 7, 1, 3, ...); blocks not in it are held elsewhere."""
+        if not isinstance(log_size, int) or log_size <= 0:
+            raise ValueError(f"log_size must be a positive integer, got {log_size!r}")
+        self.log_size = log_size
+        self.max_seq_len = max_seq_len
+        self.events: list[str] = []
+        self.message = ""
+        self.is_error = False
+        self._build(num_blocks, block_size, free_order)
+        self._note(f"new pool: {num_blocks} blocks of {block_size} slots")
+
+    # --- reading ---------------------------------------------------------------------
+    @property
+    def manager(self) -> BlockManager:
+        return self._manager
+
+    @property
+    def num_blocks(self) -> int:
+        return self._manager.pool.num_blocks
+
+    @property
+    def block_size(self) -> int:
+        return self._manager.block_size
+
+    @property
+    def live_requests(self) -> list[int]:
+        """Ids of the requests that hold blocks, oldest first."""
+        return list(self._manager.tables)
+
+    def snapshot(self) -> Snapshot:
+        """The frozen picture the renderer draws (with the last message and the log)."""
+        return snapshot(self._manager, message=self.message, is_error=self.is_error, events=tuple(self.events))
+
+    # --- actions -----------------------------------------------------------------------
+    def add_request(self, prompt_tokens: int) -> int | None:
+        """Admit a request with ``prompt_tokens`` tokens; its id, or None if it did not fit."""
+        if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or prompt_tokens < 1:
+            self._fail(f"a prompt needs at least 1 token, got {prompt_tokens!r}")
+            return None
+        request_id = self._next_id
+        name = request_label(request_id)
+        if self.max_seq_len is not None and prompt_tokens > self.max_seq_len:
+            self._fail(f"{name}: {prompt_tokens} tokens exceed max_seq_len={self.max_seq_len}; not added")
+            return None
+        need = -(-prompt_tokens // self.block_size)
+        if not self._manager.can_allocate(prompt_tokens):
+            self._fail(f"{name} needs {need} blocks for {prompt_tokens} tokens but only "
+                       f"{self._manager.pool.num_free} are free; not added")
+            return None
+        table = self._manager.add_sequence(request_id, prompt_tokens)
+        self._next_id += 1
+        self._note(f"add {name}: {prompt_tokens} tokens in blocks {table.block_ids}")
+        return request_id
+
+    def decode_step(self) -> bool:
+        """Grow every live request by one token, or none of them."""
+        if not self._manager.tables:
+            return self._fail("nothing to decode: add a request first")
+        too_long = [rid for rid, t in self._manager.tables.items()
+                    if self.max_seq_len is not None and t.num_tokens + 1 > self.max_seq_len]
+        if too_long:
+            names = ", ".join(request_label(r) for r in too_long)
+            return self._fail(f"decode step refused: {names} reached max_seq_len={self.max_seq_len}; "
+                              f"finish it first. Nothing changed.")
+        growing = [rid for rid, t in self._manager.tables.items() if t.blocks_to_append(1)]
+        free = self._manager.pool.num_free
+        if len(growing) > free:
+            names = ", ".join(request_label(r) for r in growing)
+            needs = "needs a new block" if len(growing) == 1 else f"each need a new block ({len(growing)} in all)"
+            return self._fail(f"decode step refused: {names} {needs} but only {free} "
+                              f"{'is' if free == 1 else 'are'} free. Nothing changed: finish a request "
+                              f"or enlarge the pool.")
+        taken = {rid: self._manager.append_tokens(rid, 1) for rid in list(self._manager.tables)}
+        self._step += 1
+        new = "; ".join(f"{request_label(r)} took block {ids[0]}" for r, ids in taken.items() if ids)
+        plural = "s" if len(taken) > 1 else ""
+        self._note(f"decode step {self._step}: {len(taken)} request{plural} +1 token" + (f"; {new}" if new else ""))
+        return True
+
+    def step_n(self, n: int) -> int:
+        """Up to ``n`` decode steps, stopping at the first refused one; returns how many ran."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            self._fail(f"step ×N needs N >= 1, got {n!r}")
+            return 0
+        for done in range(n):
+            if not self.decode_step():
+                self.message = f"ran {done} of {n} steps, then: {self.message}"
+                return done
+        return n
+
+    def finish(self, request_id: int) -> bool:
+        """Return every block of ``request_id`` to the pool (last block first)."""
+        if request_id not in self._manager.tables:
+            live = ", ".join(request_label(r) for r in self.live_requests) or "none"
+            return self._fail(f"cannot finish {request_label(request_id)}: not a live request (live: {live})")
+        released = self._manager.finish(request_id)
+        self._note(f"finish {request_label(request_id)}: blocks {released} back to the free queue")
+        return True
+
+    def set_block_size(self, block_size: int) -> bool:
+        """Rebuild an empty pool with ``block_size`` slots per block (same block count)."""
+        if block_size == self.block_size:
+            return True
+        return self._rebuild(self.num_blocks, block_size, f"block size {self.block_size} → {block_size}")
+
+    def set_pool_size(self, num_blocks: int) -> bool:
+        """Rebuild an empty pool of ``num_blocks`` blocks (same block size)."""
+        if num_blocks == self.num_blocks:
+            return True
+        return self._rebuild(num_blocks, self.block_size, f"pool size {self.num_blocks} → {num_blocks} blocks")
+
+    def reset(self) -> None:
+        """An empty pool of the current sizes, free queue in id order, log cleared."""
+        self.events.clear()
+        self._rebuild(self.num_blocks, self.block_size, "reset")
+
+    # --- internals ---------------------------------------------------------------------
+    def _build(self, num_blocks: int, block_size: int, free_order: Sequence[int] | None) -> None:
+        if free_order is None:
+            manager = BlockManager(num_blocks, block_size, self.max_seq_len)
+        else:
+            manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
+                                        self.max_seq_len)
+        self._manager = manager
+        self._next_id = 0
+        self._step = 0
+
+    def _rebuild(self, num_blocks: int, block_size: int, what: str) -> bool:
+        dropped = len(self._manager.tables)
+        try:
+            self._build(num_blocks, block_size, None)
+        except ValueError as exc:
+            return self._fail(f"{what} refused: {exc}")
+        note = f"{what}: the pool was rebuilt empty ({num_blocks} blocks of {block_size} slots)"
+        if dropped:
+            note += f"; {dropped} live request{'s' if dropped > 1 else ''} dropped"
+        self._note(note)
+        return True
+
+    def _note(self, text: str) -> None:
+        self.message, self.is_error = text, False
+        self._log(text)
+
+    def _fail(self, text: str) -> bool:
+        """Record a refused action; returns False, what a refused action returns."""
+        self.message, self.is_error = text, True
+        self._log("✗ " + text)
+        return False
+
+    def _log(self, text: str) -> None:
+        self.events.append(text)
+        del self.events[: -self.log_size]
