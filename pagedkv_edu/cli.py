@@ -19,7 +19,11 @@ from .specs import DTYPE_BYTES, format_bytes, get_spec, spec_from_config
 from .workload import MAX_SEQ_LEN, copilot50
 
 # Modules (beside this one, on top of the package's layers) that add their own subcommands.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "pagedkv_edu.generate",
+    "pagedkv_edu.bench",
+    "pagedkv_edu.bench.serve",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,18 +53,23 @@ def copilot50(
     num_requests: int = NUM_CONSULTANTS,
     *,
     output_scale: float = 1.0,
+    length_scale: float = 1.0,
     arrival_rate: float | None = None,
 ) -> list[Request]:
     """The seeded seed-000 workload.
 
     ``output_scale`` shrinks outputs (e.g. 0.2 for "outputs / 5") so a CPU can run a real
-    model through it. ``arrival_rate`` spreads arrivals as a Poisson process (requests per
+    model through it. ``length_scale`` shrinks every length, prompts and shared prefix too
+    (a run at 1/16 scale pairs with ``max_seq_len / 16`` and ``block_size / 16``): the same
+    draw of requests with the same proportions, cheap enough for a notebook. ``arrival_rate`` spreads arrivals as a Poisson process (requests per
     decode step); ``None`` means everyone asks at once, the article's peak-season picture.
     """
     if num_requests <= 0:
         raise ValueError(f"num_requests must be positive, got {num_requests}")
     if not 0 < output_scale <= 1:
         raise ValueError(f"output_scale must be in (0, 1], got {output_scale}")
+    if not 0 < length_scale <= 1:
+        raise ValueError(f"length_scale must be in (0, 1], got {length_scale}")
     if arrival_rate is not None and arrival_rate <= 0:
         raise ValueError(f"arrival_rate must be positive or None, got {arrival_rate}")
     rng = np.random.default_rng(seed)
@@ -77,9 +82,10 @@ def copilot50(
     return [
         Request(
             request_id=i,
-            prompt_len=int(SYSTEM_PROMPT_TOKENS + retrieved[i] + QUERY_TOKENS),
-            output_len=max(1, round(int(outputs[i]) * output_scale)),
+            prompt_len=max(1, round((SYSTEM_PROMPT_TOKENS + int(retrieved[i]) + QUERY_TOKENS) * length_scale)),
+            output_len=max(1, round(int(outputs[i]) * output_scale * length_scale)),
             arrival_step=int(arrivals[i]),
+            shared_prefix_len=round(SYSTEM_PROMPT_TOKENS * length_scale),
         )
         for i in range(num_requests)
     ]

@@ -1,0 +1,224 @@
+"""``python -m pagedkv_edu serve-bench``: the 50-consultant experiment on a real model (chapter 6).
+
+The same requests are served by the same model and the same scheduler twice, under the same
+KV budget: once with paged memory, once with chapter 1's contiguous ``max_seq_len``
+reservations (the budget is sized so that ten of those fit). It measures what the seeds
+claim: how many requests run at once, and what that does to throughput and latency.
+
+Optionally (``--peers``) the same requests go through transformers' own paths: static batched
+``generate`` with left padding, and its continuous-batching ``generate_batch`` when present.
+
+At full size on a 2-core CPU this takes tens of minutes; ``--length-scale 0.0625`` runs the
+same draw of requests at 1/16 of every length (pair it with ``--block-size 1``), which is
+what chapter 6's notebook does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..engine import LLMEngine, RequestOutput, SamplingParams
+from ..model.loading import MODEL_NAMES, LoadedModel, load_model
+from ..workload import MAX_SEQ_LEN, Request, copilot50, prompt_token_ids
+from . import add_out_flag, metadata, write_record
+
+
+@dataclass(frozen=True)
+class ServeSetup:
+    """One experiment: the requests, their prompts, and the memory they share."""
+
+    requests: list[Request]
+    prompts: list[list[int]]
+    max_seq_len: int
+    kv_budget_tokens: int
+    block_size: int
+
+
+def make_setup(model: LoadedModel, *, num_requests: int = 50, length_scale: float = 1.0, output_scale: float = 1.0,
+               block_size: int = 16, kv_budget_tokens: int | None = None, seed: int = 0) -> ServeSetup:
+    """The seed-000 workload as token ids, with a budget of ten ``max_seq_len`` reservations by default."""
+    requests = copilot50(seed, num_requests, output_scale=output_scale, length_scale=length_scale)
+    max_seq_len = max(1, round(MAX_SEQ_LEN * length_scale))
+    prompts = [prompt_token_ids(r, model.model.config.vocab_size, seed) for r in requests]
+    return ServeSetup(requests, prompts, max_seq_len, kv_budget_tokens or 10 * max_seq_len, block_size)
+
+
+def run_engine(model: LoadedModel, setup: ServeSetup, policy: str, *, backend: str = "torch",
+               use_tqdm: bool = False, **engine_kw: Any) -> dict[str, Any]:
+    """Serve every request with one engine; return its measurements (and its step history)."""
+    engine = LLMEngine(model.model, model.tokenizer, policy=policy, kv_budget_tokens=setup.kv_budget_tokens,
+                       block_size=setup.block_size, max_seq_len=setup.max_seq_len, backend=backend, **engine_kw)
+    params = [SamplingParams(max_tokens=r.output_len, ignore_eos=True) for r in setup.requests]
+    start = time.perf_counter()
+    outputs = engine.generate(setup.prompts, params, use_tqdm=use_tqdm)
+    wall = time.perf_counter() - start
+    return summarise(policy, engine, outputs, wall)
+
+
+def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall: float) -> dict[str, Any]:
+    history = engine.history
+    saturated = [s.num_running for s in history if s.num_waiting] or [0]
+    held = sum(s.kv_held_slots for s in history)
+    ttft = [o.time_to_first_token for o in outputs if o.time_to_first_token is not None]
+    latency = [o.latency for o in outputs]
+    generated = sum(len(o.token_ids) for o in outputs)
+    return {
+        "policy": policy,
+        "requests": len(outputs),
+        "generated_tokens": generated,
+        "wall_seconds": round(wall, 2),
+        "throughput_tokens_per_s": round(generated / wall, 2),
+        "steps": len(history),
+        "peak_concurrency": max(s.num_running for s in history),
+        "mean_concurrency": round(statistics.fmean(s.num_running for s in history), 2),
+        "saturated_concurrency": round(statistics.fmean(saturated), 2),
+        "kv_utilisation": round(sum(s.kv_tokens for s in history) / held, 4) if held else 1.0,
+        "preemptions": engine.scheduler.num_preemptions,
+        "ttft_mean_s": round(statistics.fmean(ttft), 2),
+        "ttft_p90_s": round(_percentile(ttft, 0.9), 2),
+        "latency_mean_s": round(statistics.fmean(latency), 2),
+        "latency_p90_s": round(_percentile(latency, 0.9), 2),
+        "finish_reasons": sorted({o.finish_reason for o in outputs}),
+        "timeline": {
+            "elapsed_s": [round(s.elapsed, 3) for s in history],
+            "running": [s.num_running for s in history],
+            "waiting": [s.num_waiting for s in history],
+            "kv_usage": [round(s.kv_usage, 4) for s in history],
+            "kv_utilisation": [round(s.kv_utilisation, 4) for s in history],
+        },
+        "per_request": [{"id": o.request_id, "ttft_s": round(o.time_to_first_token or 0.0, 3),
+                         "latency_s": round(o.latency, 3), "preemptions": o.num_preemptions} for o in outputs],
+        "token_ids": [o.token_ids for o in outputs],
+    }
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_hf_static(model: LoadedModel, setup: ServeSetup, batch_size: int = 8) -> dict[str, Any]:
+    """transformers ``generate`` in static, left-padded batches: everyone waits for the batch's longest."""
+    hf, pad = model.hf_model, model.tokenizer.pad_token_id
+    pad = pad if pad is not None else 0
+    start, generated = time.perf_counter(), 0
+    order = list(range(len(setup.prompts)))
+    for b in range(0, len(order), batch_size):
+        batch = order[b:b + batch_size]
+        width = max(len(setup.prompts[i]) for i in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(batch):
+            p = setup.prompts[i]
+            ids[row, width - len(p):] = torch.tensor(p)
+            mask[row, width - len(p):] = 1
+        longest = max(setup.requests[i].output_len for i in batch)
+        with torch.inference_mode():
+            hf.generate(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device), max_new_tokens=longest,
+                        min_new_tokens=longest, do_sample=False, pad_token_id=pad)
+        generated += sum(setup.requests[i].output_len for i in batch)  # useful tokens only
+    wall = time.perf_counter() - start
+    return {"policy": f"transformers generate (static batches of {batch_size})", "generated_tokens": generated,
+            "wall_seconds": round(wall, 2), "throughput_tokens_per_s": round(generated / wall, 2)}
+
+
+def run_hf_generate_batch(model: LoadedModel, setup: ServeSetup) -> dict[str, Any] | None:
+    """transformers' own continuous batching (``generate_batch``), if this version has it and it runs here."""
+    hf = model.hf_model
+    if not hasattr(hf, "generate_batch"):
+        return None
+    from transformers import GenerationConfig
+
+    longest = max(r.output_len for r in setup.requests)
+    config = GenerationConfig(max_new_tokens=longest, do_sample=False, eos_token_id=-1,
+                              pad_token_id=model.tokenizer.pad_token_id or 0)
+    start = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            hf.generate_batch(inputs=setup.prompts, generation_config=config, progress_bar=False)
+    except Exception as exc:  # report, do not hide: this path is transformers', not ours
+        return {"policy": "transformers generate_batch", "error": f"{type(exc).__name__}: {exc}"}
+    wall = time.perf_counter() - start
+    generated = len(setup.requests) * longest
+    return {"policy": "transformers generate_batch", "generated_tokens": generated, "wall_seconds": round(wall, 2),
+            "throughput_tokens_per_s": round(generated / wall, 2),
+            "note": "every request generates the longest output (no per-request max_tokens)"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from ..cli import add_json_flag
+
+    p = subparsers.add_parser("serve-bench", help="the 50-consultant experiment: paged vs contiguous engine (ch. 6)")
+    p.add_argument("--workload", choices=["copilot50"], default="copilot50")
+    p.add_argument("--policy", choices=["paged", "contiguous", "both"], default="both")
+    p.add_argument("--model", choices=MODEL_NAMES, default="smollm2-135m")
+    p.add_argument("--kv-budget-tokens", type=int, default=None, help="default: 10 x max_seq_len")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--num-requests", type=int, default=50)
+    p.add_argument("--length-scale", type=float, default=1.0, help="scale every length (e.g. 0.0625 = 1/16)")
+    p.add_argument("--output-scale", type=float, default=1.0, help="scale outputs only (e.g. 0.2 = outputs / 5)")
+    p.add_argument("--backend", choices=["torch", "triton"], default="torch")
+    p.add_argument("--peers", action="store_true", help="also run transformers' static generate and generate_batch")
+    p.add_argument("--seed", type=int, default=0)
+    add_json_flag(p)
+    add_out_flag(p)
+    p.set_defaults(func=run_serve_bench)
+
+
+def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
+    torch.manual_seed(args.seed)
+    model = load_model(args.model)
+    setup = make_setup(model, num_requests=args.num_requests, length_scale=args.length_scale,
+                       output_scale=args.output_scale, block_size=args.block_size,
+                       kv_budget_tokens=args.kv_budget_tokens, seed=args.seed)
+    policies = ["paged", "contiguous"] if args.policy == "both" else [args.policy]
+    runs = {p: run_engine(model, setup, p, backend=args.backend, use_tqdm=not args.json) for p in policies}
+    record: dict[str, Any] = {
+        **metadata("serve"), "model": args.model, "workload": args.workload,
+        "num_requests": args.num_requests, "length_scale": args.length_scale, "output_scale": args.output_scale,
+        "max_seq_len": setup.max_seq_len, "kv_budget_tokens": setup.kv_budget_tokens,
+        "block_size": setup.block_size, "runs": runs,
+    }
+    if len(runs) == 2:
+        paged, contiguous = runs["paged"], runs["contiguous"]
+        record["ratios"] = {
+            "peak_concurrency": round(paged["peak_concurrency"] / contiguous["peak_concurrency"], 2),
+            "saturated_concurrency": round(paged["saturated_concurrency"] / contiguous["saturated_concurrency"], 2),
+            "throughput": round(paged["throughput_tokens_per_s"] / contiguous["throughput_tokens_per_s"], 2),
+        }
+        record["same_tokens"] = paged["token_ids"] == contiguous["token_ids"]
+    if args.peers:
+        peers = [run_hf_static(model, setup)]
+        batch = run_hf_generate_batch(model, setup)
+        if batch is not None:
+            peers.append(batch)
+        record["peers"] = peers
+    if args.out:
+        write_record(args.out, record)
+    if not args.json:
+        print_table(record)
+    return record
+
+
+def print_table(record: dict[str, Any]) -> None:
+    print(f"{record['model']} on {record['device']}: {record['num_requests']} requests, lengths x{record['length_scale']:g},"
+          f" outputs x{record['output_scale']:g}, budget {record['kv_budget_tokens']:,} tokens,"
+          f" block size {record['block_size']}, max_seq_len {record['max_seq_len']:,}")
+    keys = [("peak_concurrency", "peak concurrency"), ("saturated_concurrency", "concurrency while queued"),
+            ("kv_utilisation", "KV utilisation"), ("preemptions", "preemptions"),
+            ("throughput_tokens_per_s", "throughput (tok/s)"), ("ttft_mean_s", "mean TTFT (s)"),
+            ("latency_mean_s", "mean latency (s)"), ("wall_seconds", "wall time (s)")]
+    runs = record["runs"]
+    print(f"{'':28s}" + "".join(f"{p:>14s}" for p in runs))
+    for key, label in keys:
+        print(f"{label:28s}" + "".join(f"{runs[p][key]:>14}" for p in runs))
+    for key, value in record.get("ratios", {}).items():
+        print(f"paged / contiguous {key:28s}: {value}x")
+    for peer in record.get("peers", []):
+        print(f"{peer['policy']:40s}: " + (peer.get("error") or f"{peer['throughput_tokens_per_s']} tok/s"))

@@ -1,0 +1,56 @@
+"""Sampling parameters and the per-request sampler.
+
+Each request carries its own ``torch.Generator`` seeded from its parameters, so the tokens a
+request samples do not depend on which other requests happened to share its batches: the
+same request with the same seed gives the same text alone, in a crowd, or after preemption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What a request asks for. ``temperature == 0`` is greedy decoding."""
+
+    max_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 0:
+            raise ValueError(f"max_tokens must be a non-negative integer, got {self.max_tokens!r}")
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        if any(not s for s in self.stop):
+            raise ValueError(f"stop strings must be non-empty, got {self.stop!r}")
+
+
+def make_generator(params: SamplingParams, request_id: int, engine_seed: int) -> torch.Generator:
+    """The request's own random stream: its seed, or one derived from the engine's seed and its id."""
+    seed = params.seed if params.seed is not None else engine_seed * 1_000_003 + request_id
+    return torch.Generator().manual_seed(seed)
+
+
+def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> int:
+    """One token from a ``[vocab]`` row of logits: greedy, or nucleus (top-p) sampling at a temperature."""
+    if params.temperature == 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float().cpu() / params.temperature, dim=-1)
+    if params.top_p < 1:
+        sorted_probs, order = probs.sort(descending=True)
+        # Keep the smallest prefix whose mass reaches top_p (always at least the top token).
+        keep = sorted_probs.cumsum(0) - sorted_probs < params.top_p
+        probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
+    return int(torch.multinomial(probs, 1, generator=generator))

@@ -1,0 +1,164 @@
+"""Chapter 6's engine on the tiny random model: invariants, faults, and the contiguous baseline."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from pagedkv_edu.engine import LLMEngine, SamplingParams
+from pagedkv_edu.generate import generate
+from pagedkv_edu.model.loading import load_model
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random")
+
+
+def _prompts(model, n: int, lo: int = 5, hi: int = 40, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    vocab = model.model.config.vocab_size
+    return [[rng.randrange(100, vocab) for _ in range(rng.randint(lo, hi))] for _ in range(n)]
+
+
+def _engine(model, **kw) -> LLMEngine:
+    kw.setdefault("kv_budget_tokens", 4096)
+    kw.setdefault("block_size", 4)
+    kw.setdefault("max_seq_len", 128)
+    return LLMEngine(model.model, model.tokenizer, **kw)
+
+
+def _run_all(engine: LLMEngine) -> list:
+    outputs = []
+    for _ in range(10_000):
+        if not engine.has_unfinished:
+            break
+        outputs.extend(engine.step())
+    assert not engine.has_unfinished, "the engine did not drain (deadlock?)"
+    return outputs
+
+
+def test_matches_static_generation_and_loses_nothing_under_pressure(tiny) -> None:
+    prompts = _prompts(tiny, 10)
+    reference = generate(tiny.model, prompts, 20).tokens
+    engine = _engine(tiny, kv_budget_tokens=160, watermark=0.0)   # far too small for all at once
+    ids = [engine.add_request(p, SamplingParams(max_tokens=20, ignore_eos=True)) for p in prompts]
+    outputs = _run_all(engine)
+    assert sorted(o.request_id for o in outputs) == ids                # none lost, none duplicated
+    assert engine.scheduler.num_preemptions > 0                        # the pool really ran out mid-decode
+    by_id = {o.request_id: o for o in outputs}
+    for i, rid in enumerate(ids):                                       # recompute gives the same tokens
+        assert by_id[rid].token_ids == reference[i], f"request {rid} (preempted {by_id[rid].num_preemptions}x)"
+    pool = engine.store.manager.pool
+    assert pool.num_free == pool.num_blocks and not engine.store.manager.tables   # all blocks back
+
+
+def test_contiguous_baseline_gives_the_same_tokens_with_less_concurrency(tiny) -> None:
+    prompts = _prompts(tiny, 8, seed=1)
+    params = SamplingParams(max_tokens=12, ignore_eos=True)
+    paged = _engine(tiny, kv_budget_tokens=256)
+    contiguous = _engine(tiny, policy="contiguous", kv_budget_tokens=256, max_seq_len=64)
+    out_p = paged.generate(prompts, params, use_tqdm=False)
+    out_c = contiguous.generate(prompts, params, use_tqdm=False)
+    assert [o.token_ids for o in out_p] == [o.token_ids for o in out_c]
+    assert max(s.num_running for s in contiguous.history) == 256 // 64
+    assert max(s.num_running for s in paged.history) > 256 // 64
+    assert contiguous.memory.arena.reserved == 0 and not contiguous.store.rows
+
+
+def test_seeded_sampling_is_reproducible_alone_or_in_a_crowd(tiny) -> None:
+    prompt = _prompts(tiny, 1, seed=2)[0]
+    params = SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=1234, ignore_eos=True)
+    alone = _engine(tiny).generate([prompt], params, use_tqdm=False)[0].token_ids
+    crowd = _engine(tiny, kv_budget_tokens=96, watermark=0.0)
+    others = [crowd.add_request(p, SamplingParams(max_tokens=10, temperature=1.0, ignore_eos=True))
+              for p in _prompts(tiny, 5, seed=3)]
+    mine = crowd.add_request(prompt, params)
+    outputs = {o.request_id: o for o in _run_all(crowd)}
+    assert len(outputs) == len(others) + 1
+    assert outputs[mine].token_ids == alone
+    different_seed = _engine(tiny).generate([prompt], SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9,
+                                                                      seed=99, ignore_eos=True), use_tqdm=False)
+    assert different_seed[0].token_ids != alone
+
+
+def test_a_request_that_can_never_fit_fails_alone(tiny) -> None:
+    engine = _engine(tiny, kv_budget_tokens=64, max_seq_len=128)
+    fine = engine.add_request(_prompts(tiny, 1)[0][:10], SamplingParams(max_tokens=4, ignore_eos=True))
+    with pytest.raises(ValueError, match="can never fit"):
+        engine.add_request(list(range(100, 180)), SamplingParams(max_tokens=4))
+    outputs = _run_all(engine)
+    assert [o.request_id for o in outputs] == [fine] and len(outputs[0].token_ids) == 4
+
+
+def test_every_request_too_large_is_refused_and_the_engine_stays_usable(tiny) -> None:
+    engine = _engine(tiny, kv_budget_tokens=32)
+    for n in (40, 60, 100):
+        with pytest.raises(ValueError, match=f"{n} tokens can never fit"):
+            engine.add_request(list(range(100, 100 + n)), SamplingParams(max_tokens=1))
+    assert not engine.has_unfinished and engine.store.manager.pool.num_free == 8
+
+
+def test_a_request_that_outgrows_the_whole_pool_fails_with_a_reason(tiny) -> None:
+    engine = _engine(tiny, kv_budget_tokens=32, max_seq_len=128)   # 8 blocks of 4 = 32 slots
+    rid = engine.add_request(list(range(100, 120)), SamplingParams(max_tokens=40, ignore_eos=True))
+    (out,) = _run_all(engine)
+    assert out.request_id == rid and out.finish_reason.startswith("error")
+    assert engine.store.manager.pool.num_free == 8
+
+
+def test_bad_input_is_refused_before_anything_changes(tiny) -> None:
+    engine = _engine(tiny)
+    with pytest.raises(ValueError, match="empty"):
+        engine.add_request([])
+    with pytest.raises(ValueError, match="empty"):
+        engine.add_request("")
+    with pytest.raises(ValueError, match="max_seq_len=128"):
+        engine.add_request(list(range(100, 200)), SamplingParams(max_tokens=40))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        engine.add_request([10**9])
+    with pytest.raises(ValueError, match="max_tokens"):
+        SamplingParams(max_tokens=-1)
+    with pytest.raises(ValueError, match="top_p"):
+        SamplingParams(top_p=0)
+    with pytest.raises(ValueError, match="policy"):
+        _engine(tiny, policy="bogus")
+    assert not engine.has_unfinished and not engine.requests
+
+
+def test_max_tokens_zero_finishes_without_memory(tiny) -> None:
+    engine = _engine(tiny)
+    rid = engine.add_request([101, 102, 103], SamplingParams(max_tokens=0))
+    (out,) = engine.step()
+    assert out.request_id == rid and out.token_ids == [] and out.finish_reason == "length"
+    assert not engine.has_unfinished and engine.store.manager.pool.num_used == 0
+
+
+def test_a_stop_string_hit_on_the_first_token(tiny) -> None:
+    prompt = _prompts(tiny, 1, seed=5)[0]
+    first = _engine(tiny).generate([prompt], SamplingParams(max_tokens=1), use_tqdm=False)[0]
+    text = tiny.tokenizer.decode(first.token_ids, skip_special_tokens=True)
+    assert text, "the first token decodes to nothing; pick another prompt"
+    out = _engine(tiny).generate([prompt], SamplingParams(max_tokens=10, stop=(text,)), use_tqdm=False)[0]
+    assert out.finish_reason == "stop" and out.token_ids == first.token_ids and out.text == ""
+
+
+def test_stop_token_ids_end_a_request(tiny) -> None:
+    prompt = _prompts(tiny, 1, seed=6)[0]
+    full = _engine(tiny).generate([prompt], SamplingParams(max_tokens=6, ignore_eos=True), use_tqdm=False)[0]
+    out = _engine(tiny).generate([prompt], SamplingParams(max_tokens=6, stop_token_ids=(full.token_ids[2],)),
+                                 use_tqdm=False)[0]
+    assert out.finish_reason == "stop" and out.token_ids == full.token_ids[:full.token_ids.index(full.token_ids[2]) + 1]
+
+
+def test_stats_track_usage_and_throughput(tiny) -> None:
+    engine = _engine(tiny, kv_budget_tokens=128)
+    engine.generate(_prompts(tiny, 4, seed=7), SamplingParams(max_tokens=5, ignore_eos=True), use_tqdm=False)
+    assert engine.history and max(s.kv_usage for s in engine.history) > 0
+    last = engine.stats()
+    assert last.generated_tokens == 20 and last.tokens_per_second > 0 and last.kv_usage == 0
+    assert all(0 < s.kv_utilisation <= 1 for s in engine.history)
+    torch.testing.assert_close(torch.tensor(engine.history[0].kv_tokens), torch.tensor(
+        sum(len(p) for p in _prompts(tiny, 4, seed=7))))
