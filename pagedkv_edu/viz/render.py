@@ -193,7 +193,7 @@ def render_svg(snap: Snapshot, *, columns: int = 8, max_rows: int = 10) -> str:
     height = bottom + PAD
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
-        f'viewBox="0 0 {width:g} {height:g}" class="pagedkv-blocks">',
+        f'viewBox="0 0 {width:g} {height:g}" style="max-width:100%;height:auto" class="pagedkv-blocks">',
         f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>',
         *header, *body, "</svg>",
     ])
