@@ -1,0 +1,139 @@
+"""Paged attention in plain PyTorch: gather through the block table, then ordinary attention.
+
+This is chapter 3's whole idea in code. A sequence's keys are not contiguous in the paged
+cache, but its block table says where each logical block lives, so
+
+    slot(pos) = block_table[pos // block_size] * block_size + pos % block_size
+
+and indexing the cache (viewed as ``[num_slots, num_kv_heads, head_dim]``) with those slots
+gives back exactly the contiguous K (or V) the model wrote. Attention over the gathered
+tensors is then the textbook softmax(q k^T * scale) v, with each KV head shared by
+``num_heads // num_kv_heads`` query heads (grouped-query attention).
+
+Three functions here serve as oracles for everything faster:
+
+* :func:`sdpa_decode_attention`: ``torch.nn.functional.scaled_dot_product_attention`` over
+  the *contiguous* K/V of each sequence. It knows nothing about blocks: the oracle.
+* :func:`paged_decode_attention_torch`: the gather reference (``backend="torch"``),
+  batched with padding so it is also a fair speed baseline.
+* :func:`paged_decode_attention_float64`: the same in float64, the yardstick for the
+  Triton kernel's rounding error in every dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from .validate import check_decode_inputs
+
+
+def slots_for(block_table: Sequence[int] | torch.Tensor, seq_len: int, block_size: int) -> torch.Tensor:
+    """Cache slots of positions ``0 .. seq_len-1`` of one sequence (int64)."""
+    table = torch.as_tensor(block_table, dtype=torch.int64)
+    pos = torch.arange(seq_len, device=table.device)
+    return table[pos // block_size] * block_size + pos % block_size
+
+
+def gather_kv(cache: torch.Tensor, block_table: Sequence[int] | torch.Tensor, seq_len: int) -> torch.Tensor:
+    """The contiguous ``[seq_len, num_kv_heads, head_dim]`` K (or V) of one sequence.
+
+    ``cache`` is one layer's K or V cache, ``[num_blocks, block_size, num_kv_heads, head_dim]``;
+    only the first ``ceil(seq_len / block_size)`` entries of ``block_table`` are read.
+    """
+    num_blocks, block_size, num_kv_heads, head_dim = cache.shape
+    needed = -(-seq_len // block_size)
+    table = torch.as_tensor(block_table, dtype=torch.int64).flatten().cpu()
+    if seq_len < 0 or needed > table.numel():
+        raise ValueError(f"seq_len {seq_len} needs {needed} blocks of {block_size}, the table has {table.numel()}")
+    used = table[:needed]
+    if bool(((used < 0) | (used >= num_blocks)).any()):
+        raise ValueError(f"block table {used.tolist()} names a block outside 0..{num_blocks - 1}")
+    slots = slots_for(used, seq_len, block_size).to(cache.device)
+    return cache.reshape(num_blocks * block_size, num_kv_heads, head_dim)[slots]
+
+
+def store_kv_torch(
+    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
+    """Write token ``i``'s K and V into flat slot ``slot_mapping[i]`` (skip -1), in place."""
+    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep].to(torch.int64)
+    k_cache.view(num_blocks * block_size, num_kv_heads, head_dim).index_copy_(0, slots, k[keep])
+    v_cache.view(num_blocks * block_size, num_kv_heads, head_dim).index_copy_(0, slots, v[keep])
+
+
+def paged_decode_attention_torch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float | None = None,
+    *,
+    compute_dtype: torch.dtype = torch.float32,
+    check: bool = True,
+) -> torch.Tensor:
+    """Decode attention by gathering each sequence's K/V, batched over padded positions.
+
+    Returns ``[batch, num_heads, head_dim]`` in ``q``'s dtype, or in ``compute_dtype`` when
+    that is float64 (the reference must not round its own answer).
+    """
+    max_len = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens) if check else int(seq_lens.max())
+    batch, num_heads, head_dim = q.shape
+    num_blocks, block_size, num_kv_heads, _ = k_cache.shape
+    group = num_heads // num_kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+
+    pos = torch.arange(max_len, device=q.device)
+    valid = pos[None, :] < seq_lens[:, None].to(torch.int64)  # [batch, max_len]
+    blocks = block_tables[:, pos // block_size].to(torch.int64)  # unused entries may be -1 ...
+    slots = torch.where(valid, blocks * block_size + pos % block_size, 0)  # ... so never index with them
+    flat_k = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
+    flat_v = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
+    pad = ~valid[:, :, None, None]  # padded positions gathered slot 0: zero them, it may hold NaN
+    k = flat_k[slots].to(compute_dtype).masked_fill(pad, 0.0)  # [batch, max_len, num_kv_heads, head_dim]
+    v = flat_v[slots].to(compute_dtype).masked_fill(pad, 0.0)
+
+    qg = q.to(compute_dtype).view(batch, num_kv_heads, group, head_dim)
+    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * scale
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.einsum("bhgl,blhd->bhgd", probs, v).reshape(batch, num_heads, head_dim)
+    return out if compute_dtype == torch.float64 else out.to(q.dtype)
+
+
+def paged_decode_attention_float64(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The gather reference computed in float64 from the (possibly bf16) cache contents."""
+    return paged_decode_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale,
+                                        compute_dtype=torch.float64)
+
+
+def sdpa_decode_attention(
+    q: torch.Tensor, keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor], scale: float | None = None
+) -> torch.Tensor:
+    """The oracle: SDPA over each sequence's contiguous ``[len, num_kv_heads, head_dim]`` K/V.
+
+    One query token per sequence attends to all of that sequence's keys (no mask needed).
+    """
+    if not len(keys) == len(values) == q.shape[0]:
+        raise ValueError(f"{q.shape[0]} queries but {len(keys)} key and {len(values)} value tensors")
+    outs = []
+    for i, (k, v) in enumerate(zip(keys, values)):
+        qi = q[i][None, :, None, :]  # [1, num_heads, 1, head_dim]
+        ki = k.transpose(0, 1)[None]  # [1, num_kv_heads, len, head_dim]
+        vi = v.transpose(0, 1)[None]
+        out = torch.nn.functional.scaled_dot_product_attention(qi, ki, vi, scale=scale, enable_gqa=True)
+        outs.append(out[0, :, 0, :])
+    return torch.stack(outs)
+

@@ -1,0 +1,166 @@
+"""Checks that run on the host before any kernel touches memory.
+
+A Triton kernel does not bounds-check. A block id past the end of the cache, or a sequence
+longer than its block table, makes it read (or, for the store, write) somebody else's memory
+and return a plausible-looking wrong answer. So every public entry point validates its
+arguments first and raises a ``ValueError`` that names the bad value. The price is one small
+device-to-host copy of ``seq_lens`` and the valid part of the block table; hot loops that
+already validated once can pass ``check=False``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+"""Cache dtypes the kernels and the reference accept."""
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def check_cache_pair(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int, int, int]:
+    """K and V caches in NHD layout: return (num_blocks, block_size, num_kv_heads, head_dim)."""
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(cache, torch.Tensor) or cache.dim() != 4:
+            shape = tuple(cache.shape) if isinstance(cache, torch.Tensor) else type(cache).__name__
+            raise ValueError(f"{name} must be a 4-d tensor [num_blocks, block_size, num_kv_heads, head_dim], got {shape}")
+        if cache.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"{name} has dtype {cache.dtype}; supported: {', '.join(map(str, SUPPORTED_DTYPES))}")
+        if not cache.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (NHD layout, head_dim innermost); got strides {cache.stride()}")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"k_cache shape {tuple(k_cache.shape)} != v_cache shape {tuple(v_cache.shape)}")
+    if k_cache.dtype != v_cache.dtype:
+        raise ValueError(f"k_cache dtype {k_cache.dtype} != v_cache dtype {v_cache.dtype}")
+    if k_cache.device != v_cache.device:
+        raise ValueError(f"k_cache is on {k_cache.device} but v_cache is on {v_cache.device}")
+    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
+    if min(num_blocks, block_size, num_kv_heads, head_dim) <= 0:
+        raise ValueError(f"every cache dimension must be positive, got {tuple(k_cache.shape)}")
+    return num_blocks, block_size, num_kv_heads, head_dim
+
+
+def check_decode_inputs(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+) -> int:
+    """Validate a decode-attention call; return the longest sequence length.
+
+    Unused block-table entries (past ``ceil(seq_len / block_size)``) may hold anything, for
+    instance -1: they are neither checked nor read by the kernels.
+    """
+    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        shape = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q must be a 3-d tensor [batch, num_heads, head_dim], got {shape}")
+    batch, num_heads, q_dim = q.shape
+    if q_dim != head_dim:
+        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads={num_heads} is not a multiple of num_kv_heads={num_kv_heads}: "
+            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
+        )
+    if q.dtype != k_cache.dtype:
+        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
+    for name, t in (("q", q), ("block_tables", block_tables), ("seq_lens", seq_lens)):
+        if isinstance(t, torch.Tensor) and t.device != k_cache.device:
+            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
+    if not isinstance(block_tables, torch.Tensor) or block_tables.dtype not in _INDEX_DTYPES or block_tables.dim() != 2:
+        desc = (f"{block_tables.dtype} tensor of shape {tuple(block_tables.shape)}"
+                if isinstance(block_tables, torch.Tensor) else type(block_tables).__name__)
+        raise ValueError(f"block_tables must be an int32 (or int64) tensor [batch, max_blocks_per_seq], got a {desc}")
+    if not isinstance(seq_lens, torch.Tensor) or seq_lens.dtype not in _INDEX_DTYPES or seq_lens.dim() != 1:
+        desc = (f"{seq_lens.dtype} tensor of shape {tuple(seq_lens.shape)}"
+                if isinstance(seq_lens, torch.Tensor) else type(seq_lens).__name__)
+        raise ValueError(f"seq_lens must be an int32 (or int64) tensor [batch], got a {desc}")
+    if block_tables.shape[0] != batch or seq_lens.shape[0] != batch:
+        raise ValueError(
+            f"batch sizes disagree: q has {batch} sequences, block_tables {block_tables.shape[0]}, "
+            f"seq_lens {seq_lens.shape[0]}"
+        )
+    if batch == 0:
+        raise ValueError("q has an empty batch")
+    if block_tables.stride(-1) != 1:
+        raise ValueError(f"block_tables must be contiguous along its last dimension, got strides {block_tables.stride()}")
+
+    lens = seq_lens.detach().to("cpu", torch.int64)
+    capacity = block_tables.shape[1] * block_size
+    for i, n in enumerate(lens.tolist()):
+        if n < 1:
+            raise ValueError(f"seq_lens[{i}] = {n}: every sequence must hold at least one cached token")
+        if n > capacity:
+            raise ValueError(
+                f"seq_lens[{i}] = {n} exceeds the block table's capacity of {block_tables.shape[1]} blocks "
+                f"x block_size {block_size} = {capacity} tokens"
+            )
+    _check_block_ids(block_tables, lens, block_size, num_blocks)
+    return int(lens.max())
+
+
+def _check_block_ids(block_tables: torch.Tensor, lens: torch.Tensor, block_size: int, num_blocks: int) -> None:
+    """Every *used* table entry must name a block in [0, num_blocks)."""
+    used = -(-lens // block_size)  # blocks each sequence occupies
+    width = int(used.max())
+    table = block_tables[:, :width].detach().to("cpu", torch.int64)
+    in_use = torch.arange(width)[None, :] < used[:, None]
+    bad = in_use & ((table < 0) | (table >= num_blocks))
+    if bool(bad.any()):
+        seq, logical = (int(x) for x in bad.nonzero()[0])
+        raise ValueError(
+            f"block_tables[{seq}, {logical}] = {int(table[seq, logical])} is not a block of the cache "
+            f"(valid ids are 0..{num_blocks - 1}); sequence {seq} has {int(lens[seq])} tokens, so it uses "
+            f"its first {int(used[seq])} entries"
+        )
+
+
+def check_store_inputs(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Validate a slot-mapped write: shapes, dtypes, devices, and every slot in range and unique."""
+    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
+    for name, t in (("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a 3-d tensor [num_tokens, num_kv_heads, head_dim], got {shape}")
+        if tuple(t.shape[1:]) != (num_kv_heads, head_dim):
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)}, but the cache holds [num_kv_heads={num_kv_heads}, "
+                f"head_dim={head_dim}] per token"
+            )
+        if t.dtype != k_cache.dtype:
+            raise ValueError(f"{name} has dtype {t.dtype} but the cache has dtype {k_cache.dtype}; cast it first")
+        if t.device != k_cache.device:
+            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
+    if k.shape != v.shape:
+        raise ValueError(f"k shape {tuple(k.shape)} != v shape {tuple(v.shape)}")
+    if not isinstance(slot_mapping, torch.Tensor) or slot_mapping.dtype not in _INDEX_DTYPES or slot_mapping.dim() != 1:
+        desc = (f"{slot_mapping.dtype} tensor of shape {tuple(slot_mapping.shape)}"
+                if isinstance(slot_mapping, torch.Tensor) else type(slot_mapping).__name__)
+        raise ValueError(f"slot_mapping must be an int32 (or int64) tensor [num_tokens], got a {desc}")
+    if slot_mapping.shape[0] != k.shape[0]:
+        raise ValueError(f"slot_mapping has {slot_mapping.shape[0]} entries for {k.shape[0]} tokens")
+    if slot_mapping.device != k_cache.device:
+        raise ValueError(f"slot_mapping is on {slot_mapping.device} but the cache is on {k_cache.device}")
+    slots = slot_mapping.detach().to("cpu", torch.int64)
+    num_slots = num_blocks * block_size
+    bad = (slots < -1) | (slots >= num_slots)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"slot_mapping[{i}] = {int(slots[i])} is outside the cache's {num_slots} slots "
+            f"({num_blocks} blocks x {block_size}); use -1 to skip a padding token"
+        )
+    valid = slots[slots >= 0]
+    unique, counts = torch.unique(valid, return_counts=True)
+    if bool((counts > 1).any()):
+        slot = int(unique[counts > 1][0])
+        raise ValueError(f"slot {slot} appears {int(counts[unique == slot][0])} times in slot_mapping: two tokens "
+                         f"would overwrite each other")

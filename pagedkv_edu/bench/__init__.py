@@ -1,0 +1,79 @@
+"""``python -m pagedkv_edu bench <benchmark>``: measured performance, and the files that keep it.
+
+Each benchmark is a module of this package with ``register(subparsers)`` (adding its parser,
+``--json`` and ``--out``, like every command). Adding one is one line in ``BENCHMARKS``.
+
+A benchmark's ``--out FILE`` writes a JSON record with the metadata ``results/README.md``
+requires (device, UTC date, versions). Committed records live in ``results/``; chapters plot
+the newest GPU record of their benchmark with :func:`latest_result`, and say where and when it
+was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from .. import runtime
+
+BENCHMARKS: tuple[str, ...] = (
+    "pagedkv_edu.bench.attention",
+)
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+"""The repository's ``results/`` directory (the package is used from a checkout)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("bench", help="benchmarks: kernel time, bandwidth, throughput (ch. 4-8)",
+                                   description="Measured performance. Each benchmark takes --json and --out FILE.")
+    benchmarks = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    benchmarks.required = True
+    for name in BENCHMARKS:
+        importlib.import_module(name).register(benchmarks)
+
+
+def add_out_flag(parser: argparse.ArgumentParser) -> None:
+    """``--out FILE``: also write the result, with its metadata, as a JSON record."""
+    parser.add_argument("--out", type=Path, default=None, metavar="FILE",
+                        help="write the JSON record (with device, date and versions) to FILE, e.g. "
+                             "results/<benchmark>-<YYYY-MM-DD>.json")
+
+
+def metadata(benchmark: str) -> dict[str, Any]:
+    """The fields every result record carries (see results/README.md)."""
+    versions = runtime.versions()
+    return {
+        "benchmark": benchmark,
+        "device": runtime.device_name(),
+        "backend": runtime.BACKEND,
+        "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "python": versions["python"],
+        "torch": versions["torch"],
+        "triton": versions["triton"],
+        "versions": versions,
+    }
+
+
+def write_record(path: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` as indented JSON, creating the parent directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return path
+
+
+def latest_result(benchmark: str, backend: str = "cuda", directory: Path = RESULTS_DIR) -> tuple[Path, dict] | None:
+    """The newest committed record of ``benchmark`` measured on ``backend``, or None."""
+    records = []
+    for path in directory.glob(f"{benchmark}-*.json"):
+        record = json.loads(path.read_text())
+        if record.get("benchmark") == benchmark and record.get("backend") == backend:
+            records.append((record.get("date_utc", ""), path, record))
+    if not records:
+        return None
+    _, path, record = max(records, key=lambda r: (r[0], r[1].name))
+    return path, record

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# GPU check for chapters 3-4 (and later benchmarks): correctness on CUDA, then the benchmarks.
+#
+# How to run, on a machine with a CUDA GPU, from anywhere inside the repository:
+#
+#     bash scripts/gpu_check.sh                 # uses $PYTHON, else .venv/bin/python, else python3
+#     PYTHON=/path/to/python bash scripts/gpu_check.sh
+#
+# It needs torch with CUDA, triton, numpy and pytest (the H200 machine has torch 2.11 and
+# triton 3.6); the package is used from the checkout (PYTHONPATH), no install needed.
+# It takes about 3-5 minutes and never more than 8 (steps time out after 45 + 180 + 180 + 60 s):
+#
+#   1. pytest of the kernel tests on CUDA: every kernel against the float64 reference
+#      (tests/test_attention.py, tests/test_kv_cache.py, tests/test_exercises_ch3_4.py), and the
+#      benchmark's GPU code path on tiny shapes (tests/test_bench_attention.py);
+#   2. python -m pagedkv_edu bench attention --out results/attention-<YYYY-MM-DD>.json;
+#   3. python -m pagedkv_edu bench decode --out results/decode-<YYYY-MM-DD>.json, once that
+#      benchmark is listed in pagedkv_edu/bench/__init__.py BENCHMARKS; skipped until then.
+#
+# It writes only under results/ (the JSON records and gpu-check-<date>.log) and, when $OUT is
+# set, copies them to $OUT. Triton's compile cache and Python's bytecode go to a scratch
+# directory that is deleted on exit. Commit the JSON records (see results/README.md); a failed
+# step leaves a non-zero exit status and says which step failed.
+
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+DATE="$(date -u +%F)"
+mkdir -p results
+LOG="results/gpu-check-$DATE.log"
+SCRATCH="$(mktemp -d "$ROOT/results/.gpu-check-scratch.XXXXXX")"
+trap 'rm -rf "$SCRATCH"' EXIT
+
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+export TRITON_CACHE_DIR="$SCRATCH/triton"
+export MPLCONFIGDIR="$SCRATCH/matplotlib"
+unset TRITON_INTERPRET   # compile for the GPU
+
+failed=()
+step() {  # step NAME TIMEOUT_SECONDS COMMAND...
+  local name="$1" limit="$2"
+  shift 2
+  echo "=== $name ($(date -u +%T) UTC, limit ${limit}s): $*" | tee -a "$LOG"
+  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  if [[ $rc -ne 0 ]]; then
+    echo "=== $name FAILED (exit $rc)" | tee -a "$LOG"
+    failed+=("$name")
+  fi
+}
+
+: > "$LOG"
+step "environment" 45 "$PYTHON" -c '
+import torch, pagedkv_edu
+from pagedkv_edu import runtime
+assert torch.cuda.is_available(), "no CUDA device: this script is for a GPU machine"
+assert runtime.BACKEND == "cuda", runtime.BACKEND
+from pagedkv_edu.cli import COMMAND_MODULES
+assert "pagedkv_edu.bench" in COMMAND_MODULES, "add pagedkv_edu.bench to COMMAND_MODULES in pagedkv_edu/cli.py"
+report = pagedkv_edu.setup(seed=0)
+'
+if [[ ${#failed[@]} -eq 0 ]]; then
+  step "kernel tests on CUDA" 180 "$PYTHON" -m pytest -q -p no:cacheprovider \
+    tests/test_attention.py tests/test_kv_cache.py tests/test_exercises_ch3_4.py tests/test_bench_attention.py
+  step "bench attention" 180 "$PYTHON" -m pagedkv_edu bench attention --out "results/attention-$DATE.json"
+  if "$PYTHON" -c 'import sys; from pagedkv_edu.bench import BENCHMARKS; sys.exit("pagedkv_edu.bench.decode" not in BENCHMARKS)'; then
+    step "bench decode" 60 "$PYTHON" -m pagedkv_edu bench decode --out "results/decode-$DATE.json"
+  else
+    echo "=== bench decode: not registered in pagedkv_edu/bench/__init__.py BENCHMARKS yet; skipped" | tee -a "$LOG"
+  fi
+fi
+
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT"
+  cp "$LOG" results/*-"$DATE".json "$OUT"/ 2>/dev/null || true
+fi
+if [[ ${#failed[@]} -ne 0 ]]; then
+  echo "gpu_check: FAILED steps: ${failed[*]} (log: $LOG)"
+  exit 1
+fi
+echo "gpu_check: all steps passed; records: $(ls results/*-"$DATE".json 2>/dev/null | tr '\n' ' ')(log: $LOG)"
