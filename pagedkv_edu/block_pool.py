@@ -10,12 +10,17 @@ sequence); chapter 7 lets several sequences share a block, and a block returns t
 list only when its last reference drops.
 
 The free list is a FIFO queue: blocks are taken from the front and returned at the back,
-as in vLLM's free-block queue and nano-vllm's ``deque``.
+as in vLLM's free-block queue and nano-vllm's ``deque``. Chapter 7's prefix cache needs one
+more thing from it: a freed block keeps its contents (and its place in the cache) until it
+is handed out again, and a cache hit on such a block must pull it out of the *middle* of
+the queue. vLLM v1 keeps an intrusive doubly linked list for that (``FreeKVCacheBlockQueue``);
+here an ``OrderedDict`` gives the same O(1) removal by id, with the same front-to-back order.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Iterable, Sequence
 
 
@@ -36,7 +41,10 @@ class BlockPool:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.ref_counts: list[int] = [0] * num_blocks
-        self._free: deque[int] = deque(range(num_blocks))
+        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        # Called with each block ``allocate`` takes from the free queue. The prefix cache (chapter 7)
+        # forgets the block's hash there: eviction is lazy, a freed block stays findable until reused.
+        self.on_reuse: Callable[[int], None] | None = None
 
     @classmethod
     def from_free_order(cls, num_blocks: int, block_size: int, free_order: Sequence[int]) -> "BlockPool":
@@ -89,10 +97,24 @@ class BlockPool:
             raise ValueError(f"cannot allocate {n!r} blocks; n must be a non-negative integer")
         if n > len(self._free):
             raise OutOfBlocksError(f"asked for {n} blocks but only {len(self._free)} of {self.num_blocks} are free")
-        ids = [self._free.popleft() for _ in range(n)]
+        ids = [self._free.popitem(last=False)[0] for _ in range(n)]
         for block_id in ids:
             self.ref_counts[block_id] = 1
+            if self.on_reuse is not None:
+                self.on_reuse(block_id)
         return ids
+
+    def touch(self, block_id: int) -> None:
+        """Take a reference to a block the prefix cache found, free or not (vLLM v1's ``touch``).
+
+        An owned block gains a reference. A free block that still holds cached K/V is pulled out
+        of the middle of the free queue, so it cannot be handed to someone else, and now has one
+        reference. Its contents are kept: that is the point of the hit.
+        """
+        self._check_id(block_id)
+        if self.ref_counts[block_id] == 0:
+            del self._free[block_id]
+        self.ref_counts[block_id] += 1
 
     def incref(self, block_id: int) -> None:
         """Add a reference to an owned block (a second sequence now points at it)."""
@@ -111,7 +133,7 @@ class BlockPool:
             raise ValueError(f"block {block_id} is already free (double free)")
         self.ref_counts[block_id] -= 1
         if self.ref_counts[block_id] == 0:
-            self._free.append(block_id)
+            self._free[block_id] = None
             return True
         return False
 

@@ -29,8 +29,10 @@ import torch
 
 from .attention import paged_decode_attention
 from .attention.batch import random_paged_batch
+from .block_manager import BlockManager
+from .block_table import blocks_needed
 from .simulate import simulate
-from .workload import MAX_SEQ_LEN, SYSTEM_PROMPT_TOKENS, Request
+from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
 BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TABLE_ENTRY_BYTES = 4  # int32 block ids
@@ -47,15 +49,14 @@ class BlockSizeRow:
     table_entries_per_seq: float     # at the end of each request, averaged
     table_reads_per_step: float      # block-table entries a decode step reads (the whole batch)
     table_bytes_share: float         # table bytes read / (table + K/V bytes read) per decode step
-    shared_prefix_reusable: int      # tokens of the shared system prompt in full blocks
+    prefix_hit_tokens: float         # tokens a request finds in the prefix cache, averaged
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
 
 
 def sweep(requests: Sequence[Request], block_sizes: Sequence[int] = BLOCK_SIZES, *,
-          kv_budget_tokens: int = 10 * MAX_SEQ_LEN, kv_bytes_per_token: int = 32 * 1024,
-          shared_prefix: int = SYSTEM_PROMPT_TOKENS) -> list[BlockSizeRow]:
+          kv_budget_tokens: int = 10 * MAX_SEQ_LEN, kv_bytes_per_token: int = 32 * 1024) -> list[BlockSizeRow]:
     """Simulate ``requests`` paged at each block size under one budget and collect the costs.
 
     ``kv_bytes_per_token`` (Llama-3.2-1B's 32 KiB by default) weighs the table bytes against
@@ -76,9 +77,31 @@ def sweep(requests: Sequence[Request], block_sizes: Sequence[int] = BLOCK_SIZES,
             table_entries_per_seq=statistics.fmean(-(-r.final_len // b) for r in requests),
             table_reads_per_step=reads,
             table_bytes_share=reads * TABLE_ENTRY_BYTES / (reads * TABLE_ENTRY_BYTES + kv_bytes),
-            shared_prefix_reusable=(shared_prefix // b) * b,
+            prefix_hit_tokens=prefix_hit_tokens(requests, b),
         ))
     return rows
+
+
+def prefix_hit_tokens(requests: Sequence[Request], block_size: int, *, vocab_size: int = 49152, seed: int = 0) -> float:
+    """Mean tokens each request after the first finds in the prefix cache (chapter 7's mechanism).
+
+    The first request's prompt is computed and cached; every other request is then admitted
+    alone and its hit measured. Only full blocks of the shared system prompt can hit, so the
+    hit shrinks to ``floor(shared / B) * B`` tokens, and to nothing once a block is larger
+    than the shared prefix.
+    """
+    prompts = [prompt_token_ids(r, vocab_size, seed) for r in requests]
+    manager = BlockManager(max(blocks_needed(len(p), block_size) for p in prompts) * 2, block_size,
+                           enable_prefix_caching=True)
+    manager.add_sequence("first", len(prompts[0]), prompts[0])
+    manager.mark_computed("first", prompts[0])
+    manager.finish("first")
+    hits = []
+    for i, ids in enumerate(prompts[1:], start=1):
+        manager.add_sequence(i, len(ids), ids)
+        hits.append(manager.num_cached_tokens(i))
+        manager.finish(i)          # never computed: its own blocks are not cached
+    return statistics.fmean(hits)
 
 
 def cpu_reference_times(block_sizes: Sequence[int] = BLOCK_SIZES, *, batch: int = 8, context: int = 512,

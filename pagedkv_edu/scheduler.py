@@ -12,12 +12,21 @@ scheduler is the one in nano-vllm and vLLM, reduced to its memory logic:
 
 The scheduler never looks at a model. Chapter 1-2's simulation and chapter 6's engine drive
 the same scheduler, with the contiguous arena or the block manager as its memory.
+
+Chapter 7 adds two things. A sequence that knows its token ids (the engine's do) passes them
+at admission, so paged memory with a prefix cache counts only the blocks the sequence really
+takes: cached blocks in use cost nothing, cached free ones come out of the free queue (vLLM
+v1's ``get_num_blocks_to_allocate``). A sequence admitted later in the same step may share
+blocks that an earlier one will compute in this step's forward pass; preempting newest first
+releases the later one first, which is what keeps that safe (see the block manager). And a
+running sequence can be **forked**: the child shares its blocks and runs from the next step
+on, as the newest sequence.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,13 +41,15 @@ class KVMemory(Protocol):
     def fits_ever(self, num_tokens: int) -> bool:
         """Could a sequence of ``num_tokens`` fit if it had the memory to itself?"""
 
-    def can_admit(self, seq_id: Hashable, num_tokens: int) -> bool: ...
+    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool: ...
 
-    def admit(self, seq_id: Hashable, num_tokens: int) -> None: ...
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> None: ...
 
     def can_grow(self, seq_id: Hashable) -> bool: ...
 
     def grow(self, seq_id: Hashable) -> None: ...
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None: ...
 
     def release(self, seq_id: Hashable) -> None: ...
 
@@ -55,18 +66,21 @@ class PagedMemory:
     def fits_ever(self, num_tokens: int) -> bool:
         return blocks_needed(num_tokens, self.manager.block_size) <= self.manager.pool.num_blocks
 
-    def can_admit(self, seq_id: Hashable, num_tokens: int) -> bool:
+    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool:
         # The watermark protects running sequences' growth; with none running there is nothing to protect.
-        return self.manager.can_allocate(num_tokens, self.watermark_blocks if self.manager.tables else 0)
+        return self.manager.can_allocate(num_tokens, self.watermark_blocks if self.manager.tables else 0, token_ids)
 
-    def admit(self, seq_id: Hashable, num_tokens: int) -> None:
-        self.manager.add_sequence(seq_id, num_tokens)
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> None:
+        self.manager.add_sequence(seq_id, num_tokens, token_ids)
 
     def can_grow(self, seq_id: Hashable) -> bool:
         return self.manager.can_append(seq_id)
 
     def grow(self, seq_id: Hashable) -> None:
         self.manager.append_tokens(seq_id)
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        self.manager.fork(parent_id, child_id)
 
     def release(self, seq_id: Hashable) -> None:
         self.manager.finish(seq_id)
@@ -87,10 +101,10 @@ class ContiguousMemory:
     def fits_ever(self, num_tokens: int) -> bool:
         return num_tokens <= self.arena.capacity
 
-    def can_admit(self, seq_id: Hashable, num_tokens: int) -> bool:
+    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool:
         return self.arena.fits(self.reservation(seq_id, num_tokens))
 
-    def admit(self, seq_id: Hashable, num_tokens: int) -> None:
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> None:
         self.arena.allocate(seq_id, self.reservation(seq_id, num_tokens))
         self.lengths[seq_id] = num_tokens
 
@@ -101,6 +115,9 @@ class ContiguousMemory:
         if not self.can_grow(seq_id):
             raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
         self.lengths[seq_id] += 1
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        raise ValueError("a contiguous reservation cannot be shared: forking needs paged memory")
 
     def release(self, seq_id: Hashable) -> None:
         self.arena.release(seq_id)
@@ -115,6 +132,11 @@ class Schedulable(Protocol):
     @property
     def num_tokens(self) -> int:
         """Tokens whose K/V must be in memory when it runs: prompt plus everything generated."""
+
+
+def token_ids_of(seq: Schedulable) -> Sequence[int] | None:
+    """The sequence's token ids if it has them (the engine's requests), else None (the simulator's)."""
+    return getattr(seq, "token_ids", None)
 
 
 @dataclass
@@ -158,14 +180,15 @@ class Scheduler:
         step = ScheduledStep()
         while self.waiting and (self.max_num_seqs is None or len(self.running) < self.max_num_seqs):
             seq = self.waiting[0]
-            if not self.memory.can_admit(seq.seq_id, seq.num_tokens):
+            tokens = token_ids_of(seq)
+            if not self.memory.can_admit(seq.seq_id, seq.num_tokens, tokens):
                 if not self.running and not step.prefills:
                     # It does not fit even in empty memory (it grew past it while running): fail it.
                     step.failed.append(self.waiting.popleft())
                     continue
                 break
             self.waiting.popleft()
-            self.memory.admit(seq.seq_id, seq.num_tokens)
+            self.memory.admit(seq.seq_id, seq.num_tokens, tokens)
             self.running.append(seq)
             step.prefills.append(seq)
 
@@ -182,6 +205,13 @@ class Scheduler:
                 self.memory.grow(seq.seq_id)
                 step.decodes.append(seq)
         return step
+
+    def fork(self, parent: Schedulable, child: Schedulable) -> None:
+        """Run ``child`` beside its running ``parent``, sharing its memory; it is now the newest sequence."""
+        if parent not in self.running:
+            raise ValueError(f"sequence {parent.seq_id!r} is not running; only a running sequence can be forked")
+        self.memory.fork(parent.seq_id, child.seq_id)
+        self.running.append(child)
 
     def finish(self, seq: Schedulable) -> None:
         """A running sequence is done: give its memory back."""

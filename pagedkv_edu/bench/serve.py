@@ -8,6 +8,11 @@ claim: how many requests run at once, and what that does to throughput and laten
 Optionally (``--peers``) the same requests go through transformers' own paths: static batched
 ``generate`` with left padding, and its continuous-batching ``generate_batch`` when present.
 
+``--prefix-caching`` (chapter 7) adds a third run, paged with automatic prefix caching, and
+reports its hit rate, the prefill tokens it saved and its time-to-first-token gain over
+plain paged serving; ``--few-shot 5`` serves the 5-shot variant, whose prompts share about
+1,000 tokens instead of 200.
+
 At full size on a 2-core CPU this takes tens of minutes; ``--length-scale 0.0625`` runs the
 same draw of requests at 1/16 of every length (pair it with ``--block-size 1``), which is
 what chapter 6's notebook does.
@@ -25,7 +30,8 @@ import torch
 
 from ..engine import LLMEngine, RequestOutput, SamplingParams
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
-from ..workload import MAX_SEQ_LEN, Request, copilot50, prompt_token_ids
+from ..sharing import few_shot_max_seq_len, few_shot_variant
+from ..workload import Request, copilot50, prompt_token_ids
 from . import add_out_flag, metadata, write_record
 
 
@@ -41,10 +47,14 @@ class ServeSetup:
 
 
 def make_setup(model: LoadedModel, *, num_requests: int = 50, length_scale: float = 1.0, output_scale: float = 1.0,
-               block_size: int = 16, kv_budget_tokens: int | None = None, seed: int = 0) -> ServeSetup:
-    """The seed-000 workload as token ids, with a budget of ten ``max_seq_len`` reservations by default."""
-    requests = copilot50(seed, num_requests, output_scale=output_scale, length_scale=length_scale)
-    max_seq_len = max(1, round(MAX_SEQ_LEN * length_scale))
+               block_size: int = 16, kv_budget_tokens: int | None = None, seed: int = 0, shots: int = 0) -> ServeSetup:
+    """The seed-000 workload as token ids, with a budget of ten ``max_seq_len`` reservations by default.
+
+    ``shots > 0`` adds that many worked examples to the shared system prompt (and to ``max_seq_len``).
+    """
+    requests = few_shot_variant(copilot50(seed, num_requests, output_scale=output_scale, length_scale=length_scale),
+                                shots, length_scale=length_scale)
+    max_seq_len = few_shot_max_seq_len(shots, length_scale=length_scale)
     prompts = [prompt_token_ids(r, model.model.config.vocab_size, seed) for r in requests]
     return ServeSetup(requests, prompts, max_seq_len, kv_budget_tokens or 10 * max_seq_len, block_size)
 
@@ -63,6 +73,7 @@ def run_engine(model: LoadedModel, setup: ServeSetup, policy: str, *, backend: s
 
 def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall: float) -> dict[str, Any]:
     history = engine.history
+    last = history[-1]
     saturated = [s.num_running for s in history if s.num_waiting] or [0]
     held = sum(s.kv_held_slots for s in history)
     ttft = [o.time_to_first_token for o in outputs if o.time_to_first_token is not None]
@@ -80,6 +91,11 @@ def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall
         "saturated_concurrency": round(statistics.fmean(saturated), 2),
         "kv_utilisation": round(sum(s.kv_tokens for s in history) / held, 4) if held else 1.0,
         "preemptions": engine.scheduler.num_preemptions,
+        "prefill_tokens": last.prefill_tokens,
+        "prompt_tokens": last.prompt_tokens,
+        "prefix_hit_tokens": last.prefix_hit_tokens,
+        "prefix_hit_rate": round(last.prefix_hit_rate, 4),
+        "resumed_hit_tokens": last.resumed_hit_tokens,
         "ttft_mean_s": round(statistics.fmean(ttft), 2),
         "ttft_p90_s": round(_percentile(ttft, 0.9), 2),
         "latency_mean_s": round(statistics.fmean(latency), 2),
@@ -93,7 +109,8 @@ def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall
             "kv_utilisation": [round(s.kv_utilisation, 4) for s in history],
         },
         "per_request": [{"id": o.request_id, "ttft_s": round(o.time_to_first_token or 0.0, 3),
-                         "latency_s": round(o.latency, 3), "preemptions": o.num_preemptions} for o in outputs],
+                         "latency_s": round(o.latency, 3), "preemptions": o.num_preemptions,
+                         "cached_tokens": o.num_cached_tokens} for o in outputs],
         "token_ids": [o.token_ids for o in outputs],
     }
 
@@ -165,6 +182,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-scale", type=float, default=1.0, help="scale outputs only (e.g. 0.2 = outputs / 5)")
     p.add_argument("--backend", choices=["torch", "triton"], default="torch")
     p.add_argument("--peers", action="store_true", help="also run transformers' static generate and generate_batch")
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="also run paged with automatic prefix caching; report hit rate and TTFT gain (ch. 7)")
+    p.add_argument("--few-shot", type=int, default=0, metavar="SHOTS",
+                   help="add SHOTS worked examples of 160 tokens to the shared system prompt (5 = about 1,000 shared)")
     p.add_argument("--seed", type=int, default=0)
     add_json_flag(p)
     add_out_flag(p)
@@ -176,16 +197,25 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     model = load_model(args.model)
     setup = make_setup(model, num_requests=args.num_requests, length_scale=args.length_scale,
                        output_scale=args.output_scale, block_size=args.block_size,
-                       kv_budget_tokens=args.kv_budget_tokens, seed=args.seed)
+                       kv_budget_tokens=args.kv_budget_tokens, seed=args.seed, shots=args.few_shot)
     policies = ["paged", "contiguous"] if args.policy == "both" else [args.policy]
+    if args.prefix_caching and "paged" not in policies:
+        policies.insert(0, "paged")          # the baseline the gain is measured against
     runs = {p: run_engine(model, setup, p, backend=args.backend, use_tqdm=not args.json) for p in policies}
+    if args.prefix_caching:
+        runs[PREFIX_RUN] = run_engine(model, setup, "paged", backend=args.backend, use_tqdm=not args.json,
+                                      enable_prefix_caching=True)
+        runs[PREFIX_RUN]["policy"] = PREFIX_RUN
     record: dict[str, Any] = {
         **metadata("serve"), "model": args.model, "workload": args.workload,
         "num_requests": args.num_requests, "length_scale": args.length_scale, "output_scale": args.output_scale,
+        "few_shot": args.few_shot, "shared_prefix_tokens": setup.requests[0].shared_prefix_len,
         "max_seq_len": setup.max_seq_len, "kv_budget_tokens": setup.kv_budget_tokens,
         "block_size": setup.block_size, "runs": runs,
     }
-    if len(runs) == 2:
+    if args.prefix_caching:
+        record["prefix_caching"] = prefix_caching_gain(runs["paged"], runs[PREFIX_RUN])
+    if "paged" in runs and "contiguous" in runs:
         paged, contiguous = runs["paged"], runs["contiguous"]
         record["ratios"] = {
             "peak_concurrency": round(paged["peak_concurrency"] / contiguous["peak_concurrency"], 2),
@@ -206,6 +236,24 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     return record
 
 
+PREFIX_RUN = "paged+prefix-cache"
+
+
+def prefix_caching_gain(paged: dict[str, Any], cached: dict[str, Any]) -> dict[str, Any]:
+    """What the prefix cache changed against plain paged serving of the same requests."""
+    def mean_ttft(run: dict[str, Any]) -> float:
+        return statistics.fmean(r["ttft_s"] for r in run["per_request"])
+
+    return {
+        "hit_rate": cached["prefix_hit_rate"],
+        "prefill_tokens_saved": paged["prefill_tokens"] - cached["prefill_tokens"],
+        "prefill_tokens": {"paged": paged["prefill_tokens"], PREFIX_RUN: cached["prefill_tokens"]},
+        "ttft_gain": round(mean_ttft(paged) / mean_ttft(cached), 2) if mean_ttft(cached) > 0 else None,
+        "throughput_gain": round(cached["throughput_tokens_per_s"] / paged["throughput_tokens_per_s"], 2),
+        "same_tokens": paged["token_ids"] == cached["token_ids"],
+    }
+
+
 def print_table(record: dict[str, Any]) -> None:
     print(f"{record['model']} on {record['device']}: {record['num_requests']} requests, lengths x{record['length_scale']:g},"
           f" outputs x{record['output_scale']:g}, budget {record['kv_budget_tokens']:,} tokens,"
@@ -213,12 +261,18 @@ def print_table(record: dict[str, Any]) -> None:
     keys = [("peak_concurrency", "peak concurrency"), ("saturated_concurrency", "concurrency while queued"),
             ("kv_utilisation", "KV utilisation"), ("preemptions", "preemptions"),
             ("throughput_tokens_per_s", "throughput (tok/s)"), ("ttft_mean_s", "mean TTFT (s)"),
-            ("latency_mean_s", "mean latency (s)"), ("wall_seconds", "wall time (s)")]
+            ("latency_mean_s", "mean latency (s)"), ("wall_seconds", "wall time (s)"),
+            ("prefill_tokens", "prefill tokens computed"), ("prefix_hit_rate", "prefix-cache hit rate")]
     runs = record["runs"]
-    print(f"{'':28s}" + "".join(f"{p:>14s}" for p in runs))
+    print(f"{'':28s}" + "".join(f"{p:>20s}" for p in runs))
     for key, label in keys:
-        print(f"{label:28s}" + "".join(f"{runs[p][key]:>14}" for p in runs))
+        print(f"{label:28s}" + "".join(f"{runs[p][key]:>20}" for p in runs))
     for key, value in record.get("ratios", {}).items():
         print(f"paged / contiguous {key:28s}: {value}x")
+    if "prefix_caching" in record:
+        gain = record["prefix_caching"]
+        print(f"prefix cache ({record['shared_prefix_tokens']} shared tokens): hit rate {gain['hit_rate']:.1%}, "
+              f"{gain['prefill_tokens_saved']:,} prefill tokens saved, TTFT {gain['ttft_gain']}x faster, "
+              f"throughput {gain['throughput_gain']}x, same tokens: {gain['same_tokens']}")
     for peer in record.get("peers", []):
         print(f"{peer['policy']:40s}: " + (peer.get("error") or f"{peer['throughput_tokens_per_s']} tok/s"))

@@ -1,6 +1,6 @@
-"""Chapter 6's serving engine: continuous batching, admission, preemption, sampling."""
+"""The serving engine: continuous batching, admission, preemption, sampling (ch. 6); sharing blocks (ch. 7)."""
 
-from .engine import POLICIES, EngineStats, LLMEngine, RequestOutput
+from .engine import POLICIES, CompletionOutput, EngineStats, LLMEngine, RequestOutput
 from .sampling import SamplingParams
 
-__all__ = ["LLMEngine", "RequestOutput", "EngineStats", "SamplingParams", "POLICIES"]
+__all__ = ["LLMEngine", "RequestOutput", "CompletionOutput", "EngineStats", "SamplingParams", "POLICIES"]

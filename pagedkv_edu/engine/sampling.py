@@ -3,6 +3,10 @@
 Each request carries its own ``torch.Generator`` seeded from its parameters, so the tokens a
 request samples do not depend on which other requests happened to share its batches: the
 same request with the same seed gives the same text alone, in a crowd, or after preemption.
+
+Parallel sampling (``n > 1``, chapter 7) gives each of the ``n`` samples its own generator:
+sample ``i`` of a request seeded ``s`` draws from seed ``s + i``, so its tokens are exactly
+those of a lone request seeded ``s + i``. Forking changes the memory, never the text.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    n: int = 1                 # completions of the same prompt (parallel sampling, chapter 7)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+            raise ValueError(f"n must be a positive integer (the number of completions), got {self.n!r}")
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 0:
             raise ValueError(f"max_tokens must be a non-negative integer, got {self.max_tokens!r}")
         if not self.temperature >= 0:
@@ -37,10 +44,15 @@ class SamplingParams:
             raise ValueError(f"stop strings must be non-empty, got {self.stop!r}")
 
 
-def make_generator(params: SamplingParams, request_id: int, engine_seed: int) -> torch.Generator:
-    """The request's own random stream: its seed, or one derived from the engine's seed and its id."""
-    seed = params.seed if params.seed is not None else engine_seed * 1_000_003 + request_id
-    return torch.Generator().manual_seed(seed)
+def make_generator(params: SamplingParams, request_id: int, engine_seed: int, index: int = 0) -> torch.Generator:
+    """Sample ``index``'s own random stream: the request's seed plus ``index``.
+
+    Without a seed, the request's seed is derived from the engine's seed and the request id
+    (and samples after the first are moved 2**32 away, clear of other requests' streams).
+    """
+    if params.seed is not None:
+        return torch.Generator().manual_seed(params.seed + index)
+    return torch.Generator().manual_seed(engine_seed * 1_000_003 + request_id + (index << 32))
 
 
 def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> int:

@@ -1,0 +1,46 @@
+"""Reference solutions to chapter 7's exercises: copy-on-write, and the longest cached prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+
+def append_with_cow(block_table: list[int], num_tokens: int, block_size: int, ref_counts: list[int],
+                    free_blocks: list[int]) -> tuple[int, tuple[int, int] | None]:
+    """Store token number ``num_tokens`` (0-based) of a sequence that may share blocks.
+
+    Returns its slot and the block copy the step needs, ``(source, destination)`` or None.
+    A full last block (or an empty table) means a new block from the front of the free list.
+    A partly filled last block that another sequence also references is replaced by a fresh
+    block first, copy-on-write: this sequence drops its reference to the shared one, and
+    the copy brings the tokens already there into the new block. All lists change in place.
+    """
+    copy = None
+    if num_tokens % block_size == 0:
+        block_table.append(free_blocks.pop(0))
+        ref_counts[block_table[-1]] = 1
+    elif ref_counts[block_table[-1]] > 1:
+        shared, own = block_table[-1], free_blocks.pop(0)
+        ref_counts[shared] -= 1
+        ref_counts[own] = 1
+        block_table[-1] = own
+        copy = (shared, own)
+    return block_table[-1] * block_size + num_tokens % block_size, copy
+
+
+def cached_prefix_blocks(token_ids: Sequence[int], block_size: int,
+                         cache: Mapping[tuple[int, ...], int]) -> list[int]:
+    """The blocks of the longest cached prefix of ``token_ids``, leaving at least one token to compute.
+
+    ``cache`` maps everything from the first token to the end of a full block to the block
+    that holds that block's K/V: the key a chained hash stands for. Only full blocks count,
+    the walk stops at the first miss, and a hit may not cover the last token, whose logits
+    the model still has to produce.
+    """
+    blocks: list[int] = []
+    for end in range(block_size, len(token_ids), block_size):   # end < len: the last token stays
+        block = cache.get(tuple(token_ids[:end]))
+        if block is None:
+            break
+        blocks.append(block)
+    return blocks

@@ -1,0 +1,274 @@
+"""Generation through the paged cache: one prefill for every prompt, then one decode step at a time.
+
+A step's batch is just the sequences still running, each bringing one token. No sequence is
+padded to another's length: sequence ``i``'s block table grows by a block only when its last
+block fills. This is a *static* batch (everyone starts together, nobody joins later); chapter
+6's engine admits and preempts requests while others decode.
+
+``python -m pagedkv_edu generate`` is the command-line face of :func:`generate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .block_table import BlockTable, blocks_needed
+from .model.kv_store import BACKENDS, ContiguousKVStore, KVStore, PagedKVStore
+from .model.llama import Llama
+
+CACHES = ("paged", "contiguous")
+
+
+@dataclass
+class GenerationResult:
+    """What one :func:`generate` call produced, and how long it took."""
+
+    prompts: list[list[int]]
+    tokens: list[list[int]]                      # new tokens of each prompt (a stop token included)
+    block_tables: list[BlockTable] | None        # each sequence's final table (paged cache only)
+    kv_bytes: int                                # memory of the KV store's tensors
+    prefill_seconds: float
+    decode_seconds: float
+    decode_steps: int
+    step_logits: list[torch.Tensor] | None = field(default=None, repr=False)
+    """Per prompt, ``[num_new_tokens, vocab]`` float32 logits (with ``record_logits=True``)."""
+
+    @property
+    def num_new_tokens(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+    @property
+    def seconds(self) -> float:
+        return self.prefill_seconds + self.decode_seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        """New tokens per second of prefill + decode (load time excluded)."""
+        return self.num_new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Greedy (``temperature == 0``) or softmax sampling at ``temperature``, one token per row."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(logits.device)
+
+
+def check_request(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[list[int]]:
+    """Refuse what cannot be generated, naming the bad value, before anything is allocated."""
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    if isinstance(prompts, (str, bytes)) or not len(prompts):
+        raise ValueError("prompts must be a non-empty list of token-id lists")
+    if isinstance(prompts[0], int):
+        raise ValueError("prompts must be a list of token-id lists; wrap a single prompt in a list: [prompt]")
+    vocab, context = model.config.vocab_size, model.config.max_position_embeddings
+    out = []
+    for i, prompt in enumerate(prompts):
+        ids = [int(t) for t in prompt]
+        if not ids:
+            raise ValueError(f"prompt {i} is empty: there is no last token to predict from "
+                             f"(a tokenizer's BOS token makes a valid one-token prompt)")
+        bad = [t for t in ids if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"prompt {i} has token ids outside the vocabulary 0..{vocab - 1}: {bad[:5]}")
+        if len(ids) + max_new_tokens > context:
+            raise ValueError(f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} that is "
+                             f"{len(ids) + max_new_tokens}, past the model's context of {context} positions")
+        out.append(ids)
+    return out
+
+
+def blocks_for(prompts: Sequence[Sequence[int]], max_new_tokens: int, block_size: int) -> list[int]:
+    """Blocks each sequence will hold at the end: the last sampled token's K/V is never written."""
+    return [blocks_needed(len(p) + max(max_new_tokens - 1, 0), block_size) for p in prompts]
+
+
+def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, cache: str = "paged",
+               backend: str = "torch", block_size: int = 16, num_blocks: int | None = None) -> KVStore:
+    """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked)."""
+    if cache not in CACHES:
+        raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(CACHES)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not isinstance(block_size, int) or block_size <= 0:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    if cache == "contiguous":
+        longest = max(len(p) for p in prompts) + max_new_tokens
+        return ContiguousKVStore(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
+    need = blocks_for(prompts, max_new_tokens, block_size)
+    if num_blocks is None:
+        num_blocks = max(sum(need), 1)
+    for i, n in enumerate(need):
+        if n > num_blocks:
+            raise ValueError(f"prompt {i} ({len(prompts[i])} tokens + {max_new_tokens} new) needs {n} blocks of "
+                             f"{block_size}, but the pool only has {num_blocks}: it can never fit")
+    if sum(need) > num_blocks:
+        raise ValueError(f"the batch needs {sum(need)} blocks by its end but the pool has {num_blocks}; this "
+                         f"static batch cannot wait or preempt (chapter 6's scheduler can): give more blocks "
+                         f"or fewer prompts")
+    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
+                        backend=backend, max_seq_len=model.config.max_position_embeddings)
+
+
+def generate(
+    model: Llama,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int = 64,
+    *,
+    cache: str = "paged",
+    backend: str = "torch",
+    block_size: int = 16,
+    num_blocks: int | None = None,
+    store: KVStore | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
+    stop_token_ids: Iterable[int] = (),
+    on_token: Callable[[int, int], None] | None = None,
+    on_step: Callable[[int, KVStore], None] | None = None,
+    record_logits: bool = False,
+) -> GenerationResult:
+    """Generate up to ``max_new_tokens`` for every prompt, all of them batched together.
+
+    ``cache`` picks the paged store (the default) or the contiguous oracle; pass ``store`` to
+    run on one you built (it must hold no sequences yet). A sequence stops at a token in
+    ``stop_token_ids`` (kept in its output) or after ``max_new_tokens``. ``on_token(i, token)``
+    streams prompt ``i``'s tokens as they come; ``on_step(step, store)`` runs after every
+    forward step (step 0 is the prefill). The store keeps its blocks when this returns.
+    """
+    prompts = check_request(model, prompts, max_new_tokens)
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if store is None:
+        store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
+                           block_size=block_size, num_blocks=num_blocks)
+    elif store.num_sequences:
+        raise ValueError(f"the store already holds {store.num_sequences} sequences; generate needs an empty one")
+    stops = set(int(t) for t in stop_token_ids)
+    generator = torch.Generator().manual_seed(seed)
+    tokens: list[list[int]] = [[] for _ in prompts]
+    logits_log: list[list[torch.Tensor]] = [[] for _ in prompts]
+    running = list(range(len(prompts))) if max_new_tokens > 0 else []
+    timings = [0.0, 0.0]
+    step = 0
+    while running:
+        start = time.perf_counter()
+        if step == 0:   # prefill: every prompt whole, end to end
+            meta = store.plan(running, [len(prompts[i]) for i in running])
+            inputs = [t for i in running for t in prompts[i]]
+        else:           # decode: each running sequence brings its last token
+            meta = store.plan(running, [1] * len(running))
+            inputs = [tokens[i][-1] for i in running]
+        logits = model(torch.tensor(inputs, device=model.device), meta, store)
+        chosen = sample(logits, temperature, generator).tolist()
+        timings[min(step, 1)] += time.perf_counter() - start
+        for row, (i, token) in enumerate(zip(running, chosen)):
+            tokens[i].append(token)
+            if record_logits:
+                logits_log[i].append(logits[row].float().cpu())
+            if on_token is not None:
+                on_token(i, token)
+        if on_step is not None:
+            on_step(step, store)
+        running = [i for i in running if tokens[i][-1] not in stops and len(tokens[i]) < max_new_tokens]
+        step += 1
+
+    tables = None
+    if isinstance(store, PagedKVStore):
+        tables = [BlockTable(store.block_size, list(store.table(i).block_ids), store.table(i).num_tokens)
+                  if i in store.manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
+    return GenerationResult(
+        prompts=prompts, tokens=tokens, block_tables=tables, kv_bytes=store.bytes,
+        prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
+        step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,
+    )
+
+
+# --- the command line ---------------------------------------------------------------------------
+DEFAULT_PROMPT = "What is a KV cache in a language model? Answer in two sentences."
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from .cli import add_json_flag
+    from .model.loading import DEFAULT_MODEL, MODEL_NAMES
+
+    p = subparsers.add_parser(
+        "generate", help="generate text through the paged KV cache (chapter 5)",
+        description="Greedy (or sampled) generation with the book's Llama decoder: every K/V read and write "
+                    "goes through block tables. Streams the text, then prints tokens/s and the block tables.")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"one of {', '.join(MODEL_NAMES)} (default {DEFAULT_MODEL})")
+    p.add_argument("--prompt", action="append",
+                   help="a prompt; repeat for a batch (default: a question about KV caches)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--backend", choices=BACKENDS, default="torch",
+                   help="decode attention: torch (ch. 3) or triton (ch. 4)")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--num-blocks", type=int, default=None, help="pool size (default: just enough for the batch)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    p.add_argument("--no-chat", action="store_true", help="do not wrap prompts in the chat template")
+    p.add_argument("--llama-path", default=None, help="weights for --model llama-3.2-1b (or set PAGEDKV_LLAMA_PATH)")
+    p.add_argument("--show-blocks", action="store_true", help="print every sequence's full block table")
+    add_json_flag(p)
+    p.set_defaults(func=run_generate)
+
+
+def run_generate(args: argparse.Namespace) -> dict[str, Any]:
+    from . import runtime
+    from .model.loading import load_model
+
+    texts = args.prompt or [DEFAULT_PROMPT]
+    loaded = load_model(args.model, dtype=DTYPES[args.dtype], seed=args.seed, llama_path=args.llama_path)
+    if args.no_chat:
+        loaded.chat = False
+    prompts = [loaded.encode(t) for t in texts]
+    stream = len(prompts) == 1 and not args.json
+    shown: list[int] = []
+
+    def on_token(i: int, token: int) -> None:   # print the text as it grows: the tail the new token added
+        before = loaded.tokenizer.decode(shown, skip_special_tokens=True)
+        shown.append(token)
+        print(loaded.tokenizer.decode(shown, skip_special_tokens=True)[len(before):], end="", flush=True)
+
+    result = generate(loaded.model, prompts, args.max_new_tokens, backend=args.backend, block_size=args.block_size,
+                      num_blocks=args.num_blocks, temperature=args.temperature, seed=args.seed,
+                      stop_token_ids=loaded.stop_token_ids, on_token=on_token if stream else None)
+    completions = [loaded.tokenizer.decode(t, skip_special_tokens=True) for t in result.tokens]
+    tables = result.block_tables or []
+    out = {
+        "model": args.model, "source": loaded.source, "device": runtime.device_name(), "backend": args.backend,
+        "dtype": args.dtype, "block_size": args.block_size, "chat_template": loaded.chat,
+        "load_seconds": round(loaded.load_seconds, 3),
+        "prompts": texts, "prompt_tokens": [len(p) for p in prompts], "completions": completions,
+        "token_ids": result.tokens, "new_tokens": result.num_new_tokens,
+        "prefill_seconds": round(result.prefill_seconds, 4), "decode_seconds": round(result.decode_seconds, 4),
+        "decode_steps": result.decode_steps, "tokens_per_second": round(result.tokens_per_second, 2),
+        "kv_cache_bytes": result.kv_bytes,
+        "block_tables": [{"block_ids": t.block_ids, "fills": t.fills, "num_tokens": t.num_tokens} for t in tables],
+    }
+    if args.json:
+        return out
+    if stream:
+        print()
+    else:
+        for text, completion in zip(texts, completions):
+            print(f"> {text}\n{completion}\n")
+    print(f"\n{result.num_new_tokens} new tokens in {result.seconds:.2f} s: {result.tokens_per_second:.1f} tokens/s "
+          f"(prefill {sum(out['prompt_tokens'])} tokens in {result.prefill_seconds:.2f} s, "
+          f"{result.decode_steps} decode steps in {result.decode_seconds:.2f} s; "
+          f"{args.model} on {runtime.device_name()}, backend {args.backend}; load {loaded.load_seconds:.1f} s)")
+    for i, table in enumerate(tables):
+        print(f"sequence {i}: {table.num_tokens} tokens in blocks {table.block_ids} (last block "
+              f"{table.fills[-1] if table.fills else 0}/{table.block_size} full)")
+        if args.show_blocks:
+            print(table)
+    return out

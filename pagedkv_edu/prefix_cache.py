@@ -1,0 +1,188 @@
+"""Automatic prefix caching: find blocks whose K/V another request already computed (chapter 7).
+
+Fifty consultants send the same 200-token system prompt. Its K and V are the same numbers
+every time (a token's K/V depend only on the tokens before it), so computing them once and
+letting every later request point at the same physical blocks saves both the prefill compute
+and the memory. That is vLLM v1's automatic prefix caching, in four rules:
+
+1. **Only full blocks are cached**, each under a hash of its tokens *and* of everything
+   before it: ``hash(parent_hash, token_ids)``. The chain makes the hash of block
+   ``i`` name the whole prefix ``0 .. i``, so one dictionary lookup per block finds the
+   longest cached prefix. A partly filled block is never shared this way: it is still being
+   written. (Hence vLLM #54607: a shared prefix shorter than one block never hits.)
+2. **A hit takes a reference** (``ref + 1``). A cached block whose last owner finished sits
+   in the pool's free queue with its contents intact; a hit pulls it out (``BlockPool.touch``).
+3. **Eviction is lazy**: a freed block keeps its hash until the pool hands it out again
+   (``BlockPool.on_reuse``). Sequences free their blocks tail first and the queue is FIFO, so
+   the least recently used blocks go first, and of one sequence its end before its shared
+   beginning.
+4. **At least one token is computed**: the hit is capped at ``num_tokens - 1``, because the
+   model must run on the last prompt token to produce the logits of the first output token.
+   A prompt that is a whole number of cached blocks therefore recomputes its last block
+   (nano-vllm #144: without the cap, such a hit left zero tokens to compute).
+
+A hash can collide: two different blocks with one hash. Each cached block keeps the key it
+was stored under (parent hash and token ids), and a lookup compares it before it counts a
+hit, as nano-vllm does. The hash is SHA-256 over a fixed byte encoding of the ids.
+Python's ``hash()`` of a tuple of ints would be deterministic too, but it is 64 bits, it may
+change between Python versions, and it can be collided on purpose: vLLM hashed with it until
+CVE-2025-25183 (a crafted collision), and now offers SHA-256 or xxhash instead. ``xxhash``,
+nano-vllm's choice, is faster but is not a dependency here; at this book's sizes hashing is
+not the cost.
+
+The cache is bookkeeping only: the pool holds the blocks, and the block manager decides
+which full blocks to register and when (:class:`~pagedkv_edu.block_manager.BlockManager`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .block_pool import BlockPool
+
+BlockHash = bytes
+HashFn = Callable[[BlockHash, Sequence[int]], BlockHash]
+
+ROOT_HASH: BlockHash = b""
+"""The parent hash of a sequence's first block."""
+
+
+def hash_block(parent: BlockHash, token_ids: Sequence[int]) -> BlockHash:
+    """SHA-256 of the parent block's hash followed by the block's token ids as little-endian int64.
+
+    vLLM adds "extra keys" to the tuple for what must not mix although the tokens agree (a
+    LoRA adapter, an image, a per-tenant ``cache_salt``); this book's requests have none.
+    """
+    digest = hashlib.sha256(parent)
+    digest.update(np.asarray(token_ids, dtype="<i8").tobytes())
+    return digest.digest()
+
+
+@dataclass(frozen=True)
+class CachedBlock:
+    """What a cached block was stored under: compared on every hit, against collisions."""
+
+    block_hash: BlockHash
+    parent: BlockHash
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PrefixHit:
+    """The longest cached prefix of a prompt: its blocks and their hash chain."""
+
+    block_ids: tuple[int, ...]
+    hashes: tuple[BlockHash, ...]
+    num_tokens: int
+
+
+class PrefixCache:
+    """A table from block hash to physical block over one :class:`BlockPool`, with hit statistics."""
+
+    def __init__(self, pool: BlockPool, hash_fn: HashFn = hash_block) -> None:
+        if pool.on_reuse is not None:
+            raise ValueError("this pool already has a prefix cache; one pool, one cache")
+        self.pool = pool
+        self.hash_fn = hash_fn
+        self._block_of: dict[BlockHash, int] = {}
+        self._key_of: dict[int, CachedBlock] = {}
+        self.queried_tokens = 0    # tokens looked up at admission (prompt, plus outputs after a preemption)
+        self.hit_tokens = 0        # of those, found in the cache: prefill tokens saved
+        self.num_evictions = 0
+        pool.on_reuse = self._evict
+
+    # --- hashing -----------------------------------------------------------------------
+    def chain(self, token_ids: Sequence[int]) -> list[BlockHash]:
+        """The hash of every full block of ``token_ids``: each one names the whole prefix up to it."""
+        size, parent, hashes = self.pool.block_size, ROOT_HASH, []
+        for first in range(0, len(token_ids) - size + 1, size):
+            parent = self.hash_fn(parent, token_ids[first:first + size])
+            hashes.append(parent)
+        return hashes
+
+    # --- lookup --------------------------------------------------------------------------
+    def lookup(self, token_ids: Sequence[int]) -> PrefixHit:
+        """The longest cached prefix of full blocks, capped at ``len(token_ids) - 1`` tokens.
+
+        Takes no reference and changes no statistic: the scheduler asks this to count the
+        blocks an admission needs, and may then not admit.
+        """
+        size = self.pool.block_size
+        usable = max(0, len(token_ids) - 1) // size      # at least one token left to compute
+        blocks: list[int] = []
+        hashes: list[BlockHash] = []
+        parent = ROOT_HASH
+        for i in range(usable):
+            tokens = tuple(token_ids[i * size:(i + 1) * size])
+            block_hash = self.hash_fn(parent, tokens)
+            block_id = self._block_of.get(block_hash)
+            if block_id is None or self._key_of[block_id] != CachedBlock(block_hash, parent, tokens):
+                break     # not cached, or a collision: same hash, other tokens
+            blocks.append(block_id)
+            hashes.append(block_hash)
+            parent = block_hash
+        return PrefixHit(tuple(blocks), tuple(hashes), len(blocks) * size)
+
+    def record(self, queried: int, hit: int) -> None:
+        """Count one admission's lookup in the statistics."""
+        self.queried_tokens += queried
+        self.hit_tokens += hit
+
+    @property
+    def hit_rate(self) -> float:
+        """Tokens found over tokens looked up, at every admission (a preempted request's return included).
+
+        The engine also reports the hit rate of first admissions alone, which is the sharing
+        between requests (``EngineStats.prefix_hit_rate``).
+        """
+        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
+
+    # --- filling and eviction ------------------------------------------------------------
+    def insert(self, block_id: int, block_hash: BlockHash, parent: BlockHash, token_ids: Sequence[int]) -> bool:
+        """Make a computed, full block findable; False if an equal (or colliding) block is there already.
+
+        When two requests computed the same prefix in the same step, the first block stays
+        the cached one and the second is an ordinary block that will not be found.
+        """
+        if len(token_ids) != self.pool.block_size:
+            raise ValueError(f"only full blocks are cached: block {block_id} has {len(token_ids)} of "
+                             f"{self.pool.block_size} tokens")
+        if self.pool.ref_counts[block_id] == 0:
+            raise ValueError(f"block {block_id} is free; only a block someone holds can be cached")
+        if block_hash in self._block_of or block_id in self._key_of:
+            return False
+        self._block_of[block_hash] = block_id
+        self._key_of[block_id] = CachedBlock(block_hash, parent, tuple(token_ids))
+        return True
+
+    def discard(self, block_id: int) -> bool:
+        """Make ``block_id`` unfindable (it was registered but never written); True if it was cached."""
+        key = self._key_of.pop(block_id, None)
+        if key is not None:
+            del self._block_of[key.block_hash]
+        return key is not None
+
+    def _evict(self, block_id: int) -> None:
+        """The pool is handing ``block_id`` out again: forget what it held (lazy eviction)."""
+        self.num_evictions += self.discard(block_id)
+
+    # --- reading -------------------------------------------------------------------------
+    def __contains__(self, block_id: int) -> bool:
+        return block_id in self._key_of
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Blocks findable now, in use or free."""
+        return len(self._key_of)
+
+    def cached_free_blocks(self) -> list[int]:
+        """Free blocks that still hold cached K/V, in eviction order (first evicted first)."""
+        return [b for b in self.pool.free_ids() if b in self._key_of]
+
+    def __repr__(self) -> str:
+        return (f"PrefixCache({self.num_cached_blocks} cached blocks, hit rate {self.hit_rate:.1%} "
+                f"= {self.hit_tokens}/{self.queried_tokens} tokens, {self.num_evictions} evictions)")

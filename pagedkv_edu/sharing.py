@@ -1,0 +1,174 @@
+"""Sharing blocks without a model: what fork and the prefix cache save on a workload (chapter 7).
+
+Chapter 7's engine runs a real model, which on a CPU means small, scaled-down requests.
+Memory does not need the model: which blocks a sequence holds depends only on token counts
+and, for the prefix cache, token ids. So this module drives the real block manager and the
+real scheduler (the same code the engine uses) with the seed-000 workload at full size:
+
+* :func:`parallel_sampling_blocks` forks a prompt into ``n`` samples and counts the blocks
+  held at every decode step, against ``n`` independent copies of the request;
+* :func:`simulate_prefix_caching` serves a workload, every request at once as in the seeds,
+  with or without the prefix cache, and counts hits, computed prefill tokens and concurrency;
+* :func:`few_shot_variant` turns the workload's 200-token system prompt into a 5-shot prompt
+  of about 1,000 shared tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .block_manager import BlockManager
+from .block_table import blocks_needed
+from .scheduler import PagedMemory, Scheduler
+from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
+
+SHOT_TOKENS = 160
+"""Tokens of one worked example in the few-shot variant (5 shots + the 200-token system prompt ≈ 1,000)."""
+
+
+def few_shot_variant(requests: list[Request], shots: int = 5, *, length_scale: float = 1.0) -> list[Request]:
+    """The same requests with ``shots`` worked examples added to the shared part of every prompt.
+
+    Pass the ``length_scale`` the requests were drawn with, so the examples shrink alike.
+    Prompts grow by the same amount, so pair the variant with :func:`few_shot_max_seq_len`.
+    """
+    if not isinstance(shots, int) or shots < 0:
+        raise ValueError(f"shots must be a non-negative integer, got {shots!r}")
+    extra = round(shots * SHOT_TOKENS * length_scale)
+    return [dataclasses.replace(r, prompt_len=r.prompt_len + extra, shared_prefix_len=r.shared_prefix_len + extra)
+            for r in requests]
+
+
+def few_shot_max_seq_len(shots: int = 5, *, length_scale: float = 1.0) -> int:
+    """The workload's context (2,048) plus the examples' tokens, at the same scale."""
+    return max(1, round((MAX_SEQ_LEN + shots * SHOT_TOKENS) * length_scale))
+
+
+# --- parallel sampling -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SamplingMemory:
+    """Blocks held at each decode step by ``n`` forked samples, and by ``n`` independent copies."""
+
+    shared: list[int]
+    independent: list[int]
+    copies: int        # copy-on-write block copies the samples made
+
+    @property
+    def saving(self) -> float:
+        """Share of the independent copies' block-steps that sharing saves (the paper's measure)."""
+        return 1 - sum(self.shared) / sum(self.independent)
+
+    @property
+    def peak_saving(self) -> float:
+        return 1 - max(self.shared) / max(self.independent)
+
+
+def parallel_sampling_blocks(prompt_len: int, output_len: int, n: int, block_size: int) -> SamplingMemory:
+    """Fork a ``prompt_len`` prompt into ``n`` samples that each decode ``output_len`` tokens.
+
+    The first sample is prefilled, the others fork from it, and each decode step appends
+    one token to every sample (copy-on-write on the first append into the shared last block).
+    Independent copies hold ``n`` times the blocks of one sequence of the same length.
+    """
+    if min(prompt_len, n) < 1 or output_len < 0:
+        raise ValueError(f"need prompt_len >= 1, n >= 1 and output_len >= 0, got {prompt_len}, {n}, {output_len}")
+    manager = BlockManager(n * blocks_needed(prompt_len + output_len, block_size), block_size)
+    manager.add_sequence(0, prompt_len)
+    for i in range(1, n):
+        manager.fork(0, i)
+    shared, independent, copies = [], [], 0
+    for step in range(1, output_len + 1):
+        for i in range(n):
+            manager.append_tokens(i)
+        copies += len(manager.take_copies())
+        shared.append(manager.pool.num_used)
+        independent.append(n * blocks_needed(prompt_len + step, block_size))
+    return SamplingMemory(shared or [manager.pool.num_used], independent or [n * blocks_needed(prompt_len, block_size)],
+                          copies)
+
+
+def workload_sampling_saving(requests: list[Request], n: int, block_size: int) -> float:
+    """:attr:`SamplingMemory.saving` over every request of a workload, each sampled ``n`` times."""
+    runs = [parallel_sampling_blocks(r.prompt_len, r.output_len, n, block_size) for r in requests]
+    return 1 - sum(sum(m.shared) for m in runs) / sum(sum(m.independent) for m in runs)
+
+
+# --- prefix caching over a workload ------------------------------------------------------------
+@dataclass
+class _Sequence:
+    """A request as the scheduler sees it, with token ids so the prefix cache can hash it."""
+
+    seq_id: int
+    prompt: list[int]
+    output_len: int
+    generated: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt) + self.generated
+
+    @property
+    def token_ids(self) -> list[int]:
+        # Outputs are distinct per request (ids past the vocabulary of any prompt): never shared.
+        return self.prompt + [-(self.seq_id + 1)] * self.generated
+
+
+@dataclass(frozen=True)
+class PrefixCacheRun:
+    """One memory-only serving run: what the prefill computed and how many requests ran at once.
+
+    The hit rate counts each prompt once, at its first admission. A preempted request that
+    comes back finds its own blocks too (if they were not evicted): those hits are counted
+    apart, in ``resumed_hit_tokens``, as vLLM's statistics do, so that they do not pass for
+    sharing between requests.
+    """
+
+    prompt_tokens: int
+    hit_tokens: int
+    resumed_hit_tokens: int
+    prefill_tokens: int     # tokens the prefills computed (recomputation after preemption included)
+    peak_running: int
+    steps: int
+    preemptions: int
+    evictions: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def simulate_prefix_caching(requests: list[Request], *, kv_budget_tokens: int = 10 * MAX_SEQ_LEN,
+                            block_size: int = 16, enable_prefix_caching: bool = True, seed: int = 0,
+                            vocab_size: int = 49152, max_steps: int = 100_000) -> PrefixCacheRun:
+    """Serve ``requests`` (all arriving at once) through the engine's scheduler and block manager.
+
+    Prompt ids come from :func:`~pagedkv_edu.workload.prompt_token_ids`, so the shared system
+    prompt really is the same ids in every request. Each step admits what fits, grows the
+    rest by a token and reports every running sequence computed, as the engine does after its
+    forward pass.
+    """
+    manager = BlockManager(kv_budget_tokens // block_size, block_size, enable_prefix_caching=enable_prefix_caching)
+    scheduler = Scheduler(PagedMemory(manager))
+    for r in requests:
+        scheduler.add(_Sequence(r.request_id, prompt_token_ids(r, vocab_size, seed), r.output_len))
+    prompt_tokens = hits = resumed_hits = prefill_tokens = peak = steps = 0
+    while scheduler.has_unfinished and steps < max_steps:
+        decided = scheduler.schedule()
+        for seq in decided.prefills:
+            cached = manager.num_cached_tokens(seq.seq_id)
+            prefill_tokens += seq.num_tokens - cached
+            if seq.generated:
+                resumed_hits += cached
+            else:
+                prompt_tokens, hits = prompt_tokens + seq.num_tokens, hits + cached
+        for seq in decided.prefills + decided.decodes:
+            manager.mark_computed(seq.seq_id, seq.token_ids)
+            seq.generated += 1
+        peak = max(peak, len(scheduler.running))
+        for seq in [s for s in scheduler.running if s.generated >= s.output_len]:
+            scheduler.finish(seq)
+        steps += 1
+    evictions = manager.prefix_cache.num_evictions if manager.prefix_cache else 0
+    return PrefixCacheRun(prompt_tokens, hits, resumed_hits, prefill_tokens, peak, steps, scheduler.num_preemptions,
+                          evictions)

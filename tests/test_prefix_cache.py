@@ -1,0 +1,167 @@
+"""Automatic prefix caching in the block manager: hits, the num_tokens - 1 cap, lazy LRU eviction, collisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
+from pagedkv_edu.prefix_cache import ROOT_HASH, PrefixCache, hash_block
+from pagedkv_edu.scheduler import PagedMemory
+from pagedkv_edu.sharing import few_shot_variant, simulate_prefix_caching
+from pagedkv_edu.workload import copilot50
+
+B = 4
+
+
+def cached_manager(num_blocks: int = 16) -> BlockManager:
+    return BlockManager(num_blocks, B, enable_prefix_caching=True)
+
+
+def admit(m: BlockManager, seq_id: object, tokens: list[int]) -> int:
+    """Add a sequence, pretend its prefill ran, return the tokens it found cached."""
+    m.add_sequence(seq_id, len(tokens), tokens)
+    m.mark_computed(seq_id, tokens)
+    return m.num_cached_tokens(seq_id)
+
+
+SYSTEM = list(range(100, 110))           # 10 tokens: two full blocks of 4 and half a block
+
+
+def test_the_hash_is_a_chain_and_stable() -> None:
+    first = hash_block(ROOT_HASH, [1, 2, 3, 4])
+    assert first == hash_block(ROOT_HASH, (1, 2, 3, 4)) and len(first) == 32     # list or tuple: same bytes
+    assert hash_block(first, [5, 6, 7, 8]) != hash_block(ROOT_HASH, [5, 6, 7, 8])  # the parent is part of it
+    assert hash_block(ROOT_HASH, [1, 2, 3, 4]) != hash_block(ROOT_HASH, [4, 3, 2, 1])
+    cache = PrefixCache(BlockPool(4, 4))
+    assert cache.chain([1, 2, 3, 4, 5, 6, 7, 8, 9]) == [first, hash_block(first, [5, 6, 7, 8])]
+
+
+def test_a_second_request_reuses_the_shared_full_blocks_and_computes_the_rest() -> None:
+    m = cached_manager()
+    assert admit(m, "a", SYSTEM + [1, 2, 3]) == 0
+    assert admit(m, "b", SYSTEM + [7, 8, 9, 10, 11]) == 8                 # two full blocks; the half block is not shared
+    a, b = m.table("a"), m.table("b")
+    assert b.block_ids[:2] == a.block_ids[:2] and b.block_ids[2] != a.block_ids[2]
+    assert m.ref_count_of("b") == [2, 2, 1, 1]
+    assert m.prefix_cache.hit_rate == pytest.approx(8 / (13 + 15))
+    m.finish("a")
+    m.finish("b")
+    assert m.pool.num_free == m.pool.num_blocks
+
+
+def test_a_prefix_shorter_than_one_block_never_hits() -> None:
+    """vLLM #54607: only full blocks are cached, so a 3-token shared prefix at block size 4 gives 0 hits."""
+    m = cached_manager()
+    admit(m, "a", [1, 2, 3] + [10, 11, 12, 13, 14])
+    assert admit(m, "b", [1, 2, 3] + [20, 21, 22, 23, 24]) == 0
+    requests = copilot50(0, 8, length_scale=1 / 16)          # a 12-token system prompt
+    assert simulate_prefix_caching(requests, kv_budget_tokens=2048, block_size=16).hit_tokens == 0
+    assert simulate_prefix_caching(requests, kv_budget_tokens=2048, block_size=4).hit_tokens == 7 * 12
+
+
+def test_a_full_prompt_hit_on_a_block_multiple_still_computes_the_last_block() -> None:
+    """nano-vllm #144: the hit is capped at num_tokens - 1, so a prompt of whole cached blocks recomputes one."""
+    m = cached_manager()
+    prompt = list(range(200, 208))                             # exactly two blocks
+    admit(m, "a", prompt)
+    assert admit(m, "b", prompt) == 4                          # not 8: the last token must run for logits
+    assert m.table("b").block_ids[0] == m.table("a").block_ids[0]
+    assert m.table("b").block_ids[1] != m.table("a").block_ids[1]
+    assert admit(m, "c", prompt + [1]) == 8                    # one more token: both blocks hit
+
+
+def test_freed_blocks_stay_findable_until_reused_and_a_hit_takes_them_out_of_the_free_queue() -> None:
+    m = cached_manager(8)
+    admit(m, "a", SYSTEM + [1, 2])                             # blocks 0, 1, 2
+    m.finish("a")
+    assert m.pool.free_ids() == [3, 4, 5, 6, 7, 2, 1, 0]       # tail first: block 2 before the shared beginning
+    assert m.prefix_cache.cached_free_blocks() == [2, 1, 0]
+    # 9 free blocks are not needed: the two cached ones come back out of the middle of the queue.
+    assert m.blocks_to_admit(13, SYSTEM + [5, 6, 7]) == 2 + 2 - 2 + 2
+    assert admit(m, "b", SYSTEM + [5, 6, 7]) == 8
+    assert m.table("b").block_ids[:2] == [0, 1] and m.pool.free_ids() == [5, 6, 7, 2]
+    assert m.prefix_cache.num_evictions == 0
+
+
+def test_eviction_is_lazy_lru_and_takes_the_end_of_a_sequence_before_its_beginning() -> None:
+    m = cached_manager(6)
+    admit(m, "old", list(range(300, 312)))                     # 3 full blocks: 0, 1, 2
+    admit(m, "new", list(range(400, 408)))                     # 2 full blocks: 3, 4
+    m.finish("old")
+    m.finish("new")
+    assert m.pool.free_ids() == [5, 2, 1, 0, 4, 3]
+    m.add_sequence("x", 8)                                     # takes 5 (never cached) and 2: old's last block
+    assert m.prefix_cache.num_evictions == 1 and 2 not in m.prefix_cache
+    assert m.prefix_cache.lookup(list(range(300, 312)) + [0]).block_ids == (0, 1)   # old's prefix is still there
+    m.add_sequence("y", 8)                                     # 1 and 0: the rest of old, least recently used
+    assert m.prefix_cache.lookup(list(range(300, 312)) + [0]).block_ids == ()
+    assert m.prefix_cache.lookup(list(range(400, 408)) + [0]).block_ids == (3, 4)   # newer blocks survive
+    assert m.prefix_cache.num_evictions == 3
+
+
+def test_a_hash_collision_is_caught_by_comparing_tokens() -> None:
+    m = BlockManager(16, B)
+    m.enable_prefix_caching(hash_fn=lambda parent, tokens: b"same hash for everything")
+    admit(m, "a", [1, 2, 3, 4, 5, 6, 7, 8, 9])
+    assert admit(m, "b", [9, 9, 9, 9, 5, 6, 7, 8, 9]) == 0    # same hash, other tokens: a miss, not a wrong hit
+    assert admit(m, "c", [1, 2, 3, 4, 9, 9, 9, 9, 9]) == 4    # block 0 is really equal; block 1's parent differs
+    assert admit(m, "d", [1, 2, 3, 4, 5, 6, 7, 8, 0]) == 4    # block 1 collides with block 0's entry: refused
+    assert m.table("b").block_ids[0] != m.table("a").block_ids[0]
+
+
+def test_same_step_sharing_and_the_release_of_a_sequence_that_never_ran() -> None:
+    """Blocks are findable from admission (vLLM v1), so a release before the forward must withdraw them."""
+    m = cached_manager()
+    m.add_sequence("a", 13, SYSTEM + [1, 2, 3])                # admitted, not computed yet
+    m.add_sequence("b", 13, SYSTEM + [4, 5, 6])                # same step: shares a's blocks
+    assert m.num_cached_tokens("b") == 8
+    before = (m.pool.free_ids(), list(m.pool.ref_counts))
+    with pytest.raises(RuntimeError, match="release that one first"):
+        m.finish("a")                                          # b would keep blocks nobody writes
+    assert (m.pool.free_ids(), list(m.pool.ref_counts)) == before
+    m.finish("b")                                              # newest first, as the scheduler preempts
+    m.finish("a")
+    assert m.prefix_cache.num_cached_blocks == 0               # never written: not findable
+    assert admit(m, "c", SYSTEM + [1, 2, 3]) == 0
+
+
+def test_admission_counts_only_the_blocks_a_request_takes() -> None:
+    m = cached_manager(5)
+    admit(m, "a", SYSTEM + [1, 2])                             # 3 blocks held, 2 free
+    memory = PagedMemory(m)
+    prompt = SYSTEM + [7, 8, 9, 10, 11]                        # 15 tokens = 4 blocks, 2 of them cached and in use
+    assert memory.can_admit("b", 15, prompt) and not memory.can_admit("b", 15)
+    memory.admit("b", 15, prompt)
+    assert m.pool.num_free == 0 and m.num_cached_tokens("b") == 8
+    with pytest.raises(OutOfBlocksError):
+        m.add_sequence("c", 13, SYSTEM + [3, 3, 3])            # needs one new block; none is free
+    assert "c" not in m.tables
+
+
+def test_bad_calls_are_refused() -> None:
+    m = cached_manager()
+    with pytest.raises(ValueError, match="3 token ids given for a sequence of 4 tokens"):
+        m.add_sequence("a", 4, [1, 2, 3])
+    with pytest.raises(ValueError, match="already on"):
+        m.enable_prefix_caching()
+    m.add_sequence("a", 4, [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="before adding sequences"):
+        BlockManager.enable_prefix_caching(m)
+    with pytest.raises(ValueError, match="holds 4 tokens but 2 token ids"):
+        m.mark_computed("a", [1, 2])
+    with pytest.raises(ValueError, match="fork it after its prefill"):
+        m.fork("a", "b")
+    assert "b" not in m.tables and m.ref_count_of("a") == [1]
+
+
+def test_the_workload_hit_rates_follow_the_shared_prefix() -> None:
+    requests = copilot50(0, 12, length_scale=1 / 8)            # a 25-token system prompt
+    plain = simulate_prefix_caching(requests, kv_budget_tokens=4096, block_size=4, enable_prefix_caching=False)
+    cached = simulate_prefix_caching(requests, kv_budget_tokens=4096, block_size=4)
+    shots = simulate_prefix_caching(few_shot_variant(requests, length_scale=1 / 8), kv_budget_tokens=4096,
+                                    block_size=4)
+    assert plain.hit_tokens == 0 and plain.prefill_tokens == plain.prompt_tokens
+    assert cached.hit_tokens == 11 * 24                        # every request but the first: 6 full blocks
+    assert cached.prefill_tokens == cached.prompt_tokens - cached.hit_tokens
+    assert shots.hit_rate > 2 * cached.hit_rate

@@ -1,0 +1,167 @@
+"""Hypothesis: random fork / append / finish / prefix-cached add histories on real K/V tensors.
+
+Every sequence's K/V is a function of its tokens: K at position ``p`` encodes the whole prefix
+``tokens[:p + 1]`` (as a real model's does), V the token itself. After every operation the
+machine reads each live sequence back through its block table and compares it with what its
+tokens say it must hold. So a prefix hit on a block with other contents, a copy-on-write that
+touches a block another sequence sees, or a copy that is not applied, all show up as wrong
+values. The reference counts must equal the number of table entries pointing at each block,
+which makes a block free exactly when its last reference drops; and at the end nothing leaks.
+The forward pass itself checks the copy-on-write rule: it never writes a block whose
+reference count is above one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import hypothesis.strategies as st
+import torch
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from pagedkv_edu import runtime
+from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.block_pool import OutOfBlocksError
+from pagedkv_edu.kv_cache import PagedKVCache
+
+DEVICE = runtime.device()
+PREFIXES = ([], [1, 2, 1, 2, 1, 2, 1], [1, 2, 3, 3, 2])   # shared beginnings, so the cache gets hits
+TOKENS = st.integers(0, 3)
+
+
+def k_value(tokens: list[int]) -> float:
+    """A number that names the whole prefix (exact in float32: below 2**20)."""
+    h = 7
+    for t in tokens:
+        h = (h * 31 + t + 1) % 1_000_003
+    return float(h)
+
+
+class SharingMachine(RuleBasedStateMachine):
+    """A prefix-caching block manager and a one-layer cache, driven the way the engine drives them."""
+
+    @initialize(num_blocks=st.integers(4, 20), block_size=st.integers(1, 4), backend=st.sampled_from(["torch", "triton"]))
+    def build(self, num_blocks: int, block_size: int, backend: str) -> None:
+        self.m = BlockManager(num_blocks, block_size, enable_prefix_caching=True)
+        self.cache = PagedKVCache(1, num_blocks, block_size, 1, 2, device=DEVICE)
+        self.backend = backend
+        self.tokens: dict[int, list[int]] = {}
+        self.next_id = 0
+
+    # --- what the engine does around the manager ----------------------------------------------
+    def write(self, seq_id: int, start: int) -> None:
+        """The forward pass: K/V of positions ``start ..`` into their slots, then report them computed."""
+        tokens = self.tokens[seq_id]
+        if start < len(tokens):
+            written = self.m.slot_mapping(seq_id, start, len(tokens))
+            shared = {s // self.m.block_size for s in written} - {
+                b for b in self.m.table(seq_id).block_ids if self.m.pool.ref_counts[b] == 1}
+            assert not shared, f"seq {seq_id} writes into blocks {shared} that another sequence sees"
+            slots = torch.tensor(written, device=DEVICE)
+            k = torch.tensor([k_value(tokens[:p + 1]) for p in range(start, len(tokens))], device=DEVICE)
+            v = torch.tensor([float(t) for t in tokens[start:]], device=DEVICE)
+            self.cache.store(0, k[:, None, None].expand(-1, 1, 2), v[:, None, None].expand(-1, 1, 2), slots)
+        self.m.mark_computed(seq_id, tokens)
+
+    def state(self) -> tuple:
+        return (self.m.pool.free_ids(), list(self.m.pool.ref_counts),
+                [(s, list(t.block_ids), t.num_tokens) for s, t in self.m.tables.items()])
+
+    def refused(self, call) -> None:
+        before = self.state()
+        try:
+            call()
+        except OutOfBlocksError:
+            pass
+        else:
+            raise AssertionError("a call that did not fit was accepted")
+        assert self.state() == before
+
+    # --- rules ------------------------------------------------------------------------------------
+    @rule(prefix=st.sampled_from(PREFIXES), tail=st.lists(TOKENS, max_size=6))
+    def add(self, prefix: list[int], tail: list[int]) -> None:
+        tokens = prefix + tail
+        if not tokens:
+            return
+        seq_id, self.next_id = self.next_id, self.next_id + 1
+        if not self.m.can_allocate(len(tokens), 0, tokens):
+            self.refused(lambda: self.m.add_sequence(seq_id, len(tokens), tokens))
+            return
+        self.m.add_sequence(seq_id, len(tokens), tokens)
+        self.tokens[seq_id] = tokens
+        hit = self.m.num_cached_tokens(seq_id)
+        assert hit < len(tokens) and hit % self.m.block_size == 0
+        self.check_sequence(seq_id, hit)        # the hit blocks already hold this prefix's K/V
+        self.write(seq_id, hit)
+
+    @rule(prefix=st.sampled_from(PREFIXES[1:]))
+    def add_then_preempt_before_the_forward(self, prefix: list[int]) -> None:
+        """Admitted and preempted in one step: its never-written blocks must not stay findable."""
+        seq_id, self.next_id = self.next_id, self.next_id + 1
+        if self.m.can_allocate(len(prefix), 0, prefix):
+            self.m.add_sequence(seq_id, len(prefix), prefix)
+            self.m.finish(seq_id)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        parent = data.draw(st.sampled_from(sorted(self.tokens)))
+        child, self.next_id = self.next_id, self.next_id + 1
+        self.m.fork(parent, child)
+        self.tokens[child] = list(self.tokens[parent])
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data(), token=TOKENS)
+    def append(self, data: st.DataObject, token: int) -> None:
+        seq_id = data.draw(st.sampled_from(sorted(self.tokens)))
+        if not self.m.can_append(seq_id):
+            self.refused(lambda: self.m.append_tokens(seq_id))
+            return
+        self.m.append_tokens(seq_id)
+        self.cache.copy_blocks(self.m.take_copies(), self.backend)   # before the forward, as the engine does
+        self.tokens[seq_id].append(token)
+        self.write(seq_id, len(self.tokens[seq_id]) - 1)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        seq_id = data.draw(st.sampled_from(sorted(self.tokens)))
+        self.m.finish(seq_id)
+        del self.tokens[seq_id]
+
+    # --- invariants -------------------------------------------------------------------------------
+    def check_sequence(self, seq_id: int, upto: int) -> None:
+        tokens = self.tokens[seq_id]
+        k, v = self.cache.gather(0, self.m.table(seq_id).block_ids, max(upto, 1))
+        for p in range(upto):
+            assert k[p, 0, 0].item() == k_value(tokens[:p + 1]), f"seq {seq_id} position {p}: K of another prefix"
+            assert v[p, 0, 0].item() == tokens[p], f"seq {seq_id} position {p}: V of another token"
+
+    @invariant()
+    def every_sequence_reads_its_own_tokens(self) -> None:
+        for seq_id, tokens in self.tokens.items():
+            assert self.m.table(seq_id).num_tokens == len(tokens)
+            self.check_sequence(seq_id, len(tokens))
+
+    @invariant()
+    def reference_counts_are_the_table_entries(self) -> None:
+        refs = Counter(b for t in self.m.tables.values() for b in t.block_ids)
+        counts = self.m.pool.ref_counts
+        assert all(c >= 0 for c in counts)
+        assert all(counts[b] == refs.get(b, 0) for b in range(len(counts)))
+        assert set(self.m.pool.free_ids()) == {b for b, c in enumerate(counts) if c == 0}   # free exactly at zero
+        assert self.m.take_copies() == []
+
+    def teardown(self) -> None:
+        if not hasattr(self, "m"):
+            return
+        for seq_id in list(self.tokens):
+            self.m.finish(seq_id)
+        assert self.m.pool.num_free == self.m.pool.num_blocks and not self.m.tables   # nothing leaks
+        assert all(c == 0 for c in self.m.pool.ref_counts)
+
+
+SharingMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
+                                            suppress_health_check=[HealthCheck.too_slow])
+TestSharing = SharingMachine.TestCase
