@@ -69,7 +69,8 @@ if [[ ${#failed[@]} -eq 0 ]]; then
     tests/test_attention.py tests/test_kv_cache.py tests/test_exercises_ch3_4.py tests/test_bench_attention.py
   step "bench attention" 180 "$PYTHON" -m pagedkv_edu bench attention --out "results/attention-$DATE.json"
   if "$PYTHON" -c 'import sys; from pagedkv_edu.bench import BENCHMARKS; sys.exit("pagedkv_edu.bench.decode" not in BENCHMARKS)'; then
-    step "bench decode" 60 "$PYTHON" -m pagedkv_edu bench decode --out "results/decode-$DATE.json"
+    # The GPU machine has no offline asset packages: the random 1B model needs no downloaded weights.
+    step "bench decode" 60 "$PYTHON" -m pagedkv_edu bench decode --model llama-3.2-1b-random --devices cuda --out "results/decode-$DATE.json"
   else
     echo "=== bench decode: not registered in pagedkv_edu/bench/__init__.py BENCHMARKS yet; skipped" | tee -a "$LOG"
   fi

@@ -22,6 +22,7 @@ from .. import runtime
 
 BENCHMARKS: tuple[str, ...] = (
     "pagedkv_edu.bench.attention",
+    "pagedkv_edu.bench.decode",
 )
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
