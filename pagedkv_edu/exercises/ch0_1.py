@@ -10,18 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from . import report
 from ..specs import MODELS
 from .solutions import ch0_1 as reference
-
-
-def _report(name: str, failures: list[str]) -> bool:
-    if not failures:
-        print(f"✓ {name}: passed")
-        return True
-    print(f"✗ {name}: failed")
-    for line in failures:
-        print("  " + line)
-    return False
 
 
 def check_kv_bytes_per_token(fn: Callable[[int, int, int, int], int]) -> bool:
@@ -41,7 +32,7 @@ def check_kv_bytes_per_token(fn: Callable[[int, int, int, int], int]) -> bool:
             if got == expected // 2:
                 hint = " (half: did you forget that both K and V are stored?)"
             failures.append(f"{name} {tuple(args)}: got {got!r}, expected {expected:,}{hint}")
-    return _report("kv_bytes_per_token", failures)
+    return report("kv_bytes_per_token", failures)
 
 
 FIRST_FIT_CASES: tuple[tuple[str, tuple[tuple[int, int], ...], int], ...] = (
@@ -67,4 +58,4 @@ def check_first_fit(fn: Callable[[Sequence[tuple[int, int]], int], int | None]) 
             continue
         if got != expected:
             failures.append(f"{name}: holes {list(holes)}, size {size}: got {got!r}, expected {expected!r}")
-    return _report("first_fit", failures)
+    return report("first_fit", failures)

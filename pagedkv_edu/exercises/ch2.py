@@ -13,6 +13,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import report
 from .solutions import ch2 as reference
 
 MAX_SHOWN = 6   # diff rows printed per failing case
@@ -67,16 +68,6 @@ def _where(slot: object, block_size: int, table: Sequence[int], num_blocks: int)
     return f"lands in block {block}, offset {offset}"
 
 
-def _report(name: str, failures: list[str]) -> bool:
-    if not failures:
-        print(f"✓ {name}: passed")
-        return True
-    print(f"✗ {name}: failed")
-    for line in failures:
-        print("  " + line)
-    return False
-
-
 def check_slot_mapping(fn: Callable[[Sequence[int], int, Sequence[int]], Sequence[int]]) -> bool:
     """Grade ``fn(block_table, block_size, positions) -> slots`` against the reference."""
     failures: list[str] = []
@@ -101,7 +92,7 @@ def check_slot_mapping(fn: Callable[[Sequence[int], int, Sequence[int]], Sequenc
                 failures.append(f"  {p:>8} {e:>8} {g!s:>8}  {where}")
             if len(wrong) > MAX_SHOWN:
                 failures.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
-    return _report("slot_mapping", failures)
+    return report("slot_mapping", failures)
 
 
 def check_append_token(fn: Callable[[list[int], int, int, list[int]], int]) -> bool:
@@ -119,7 +110,7 @@ def check_append_token(fn: Callable[[list[int], int, int, list[int]], int]) -> b
                 got_slot = fn(got_table, position, case.block_size, got_free)
             except Exception as exc:  # report the learner's exception as a failure
                 failures.append(f"{case.name}: token at position {position}: raised {type(exc).__name__}: {exc}")
-                return _report("append_token", failures)
+                return report("append_token", failures)
             diff = []
             if got_slot != exp_slot:
                 where = _where(got_slot, case.block_size, got_table, case.num_blocks)
@@ -143,5 +134,5 @@ def check_append_token(fn: Callable[[list[int], int, int, list[int]], int]) -> b
                                 f"free list {before[1]}:")
                 failures += ["    " + line for line in diff]
                 break   # later steps start from a wrong state; the first difference is the lesson
-    return _report("append_token", failures)
+    return report("append_token", failures)
 

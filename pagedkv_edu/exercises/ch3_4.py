@@ -18,19 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
+from . import report
 from .solutions import ch3_4 as reference
 
 MAX_SHOWN = 4  # wrong positions printed per failing case
-
-
-def _report(name: str, failures: list[str]) -> bool:
-    if not failures:
-        print(f"✓ {name}: passed")
-        return True
-    print(f"✗ {name}: failed")
-    for line in failures:
-        print("  " + line)
-    return False
 
 
 # --- chapter 3: gather ----------------------------------------------------------------------
@@ -96,7 +87,7 @@ def check_gather_kv(fn: Callable[[torch.Tensor, Sequence[int], int], torch.Tenso
                                 f"got {_describe_row(got[p], case)}")
             if len(wrong) > MAX_SHOWN:
                 failures.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
-    return _report("gather_kv", failures)
+    return report("gather_kv", failures)
 
 
 # --- chapter 4: online softmax ----------------------------------------------------------------
@@ -183,7 +174,7 @@ def check_online_softmax_update(
                 got_state = fn(*(x.clone() for x in got_state), s.clone(), v.clone())
             except Exception as exc:  # the reader's exception is the diff
                 failures.append(f"{case.name}: tile {t + 1}: raised {type(exc).__name__}: {exc}")
-                return _report("online_softmax_update", failures)
+                return report("online_softmax_update", failures)
             diff = _state_diff(got_state, want_state)
             if diff and failures:  # the first failing case is shown in full, later ones in a line
                 failures.append(f"also wrong: {case.name} (from tile {t + 1})")
@@ -192,4 +183,4 @@ def check_online_softmax_update(
                 failures.append(f"{case.name}: after tile {t + 1} of {len(scores)}:")
                 failures += ["  " + line for line in diff]
                 break  # later tiles start from a wrong state; the first difference is the lesson
-    return _report("online_softmax_update", failures)
+    return report("online_softmax_update", failures)

@@ -15,6 +15,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import report
 from .solutions import ch5 as reference
 
 MAX_SHOWN = 6   # wrong tokens printed per failing case
@@ -48,16 +49,6 @@ def _where(slot: object, case: StepCase, seq: int) -> str:
     if block not in table:
         return f"block {block} is not in this sequence's table {list(table)}"
     return f"block {block}, offset {offset}: the slot of position {table.index(block) * case.block_size + offset}"
-
-
-def _report(name: str, failures: list[str]) -> bool:
-    if not failures:
-        print(f"✓ {name}: passed")
-        return True
-    print(f"✗ {name}: failed")
-    for line in failures:
-        print("  " + line)
-    return False
 
 
 def check_step_layout(fn: Callable[[list[list[int]], list[int], list[int], int],
@@ -97,4 +88,4 @@ def check_step_layout(fn: Callable[[list[list[int]], list[int], list[int], int],
         if got_last != exp_last:
             failures.append(f"{case.name}: last_token_index expected {exp_last}, got {got_last} "
                             f"(the logits row of each sequence's last new token)")
-    return _report("step_layout", failures)
+    return report("step_layout", failures)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .ch0_1 import _report
+from . import report
 from .solutions import ch6 as reference
 
 # (name, num_tokens, block_size, num_free_blocks, watermark_blocks, num_running)
@@ -37,4 +37,4 @@ def check_can_admit(fn: Callable[[int, int, int, int, int], bool]) -> bool:
         if got is not expected:
             failures.append(f"{name} (tokens={args[0]}, B={args[1]}, free={args[2]}, watermark={args[3]}, "
                             f"running={args[4]}): got {got!r}, expected {expected}")
-    return _report("can_admit", failures)
+    return report("can_admit", failures)

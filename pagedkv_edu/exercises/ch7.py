@@ -14,17 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from . import report
 from .solutions import ch7 as reference
-
-
-def _report(name: str, failures: list[str]) -> bool:
-    if not failures:
-        print(f"✓ {name}: passed")
-        return True
-    print(f"✗ {name}: failed")
-    for line in failures:
-        print("  " + line)
-    return False
 
 
 # --- copy-on-write ------------------------------------------------------------------------------
@@ -79,7 +70,7 @@ def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int
                 got_slot, got_copy = fn(got[0][seq], lengths[seq], case.block_size, got[1], got[2])
             except Exception as exc:  # the learner's code may raise anything; report it, don't crash
                 failures.append(f"{case.name}: {seq} appending token {lengths[seq]}: raised {type(exc).__name__}: {exc}")
-                return _report("append_with_cow", failures)
+                return report("append_with_cow", failures)
             lengths[seq] += 1
             diff = []
             if got_copy != exp_copy:
@@ -106,7 +97,7 @@ def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int
                 break   # later steps start from a wrong state; the first difference is the lesson
         if failures:
             break
-    return _report("append_with_cow", failures)
+    return report("append_with_cow", failures)
 
 
 # --- the longest cached prefix -------------------------------------------------------------------
@@ -165,4 +156,4 @@ def check_cached_prefix_blocks(fn: Callable[[list[int], int, Mapping[tuple[int, 
                 why = ("  (a block is usable only if every block before it is cached too: its K/V depend on "
                        "the whole prefix)")
             failures.append(f"{case.name}: expected blocks {expected}, got {got}{why}")
-    return _report("cached_prefix_blocks", failures)
+    return report("cached_prefix_blocks", failures)

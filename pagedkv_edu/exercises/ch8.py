@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .ch0_1 import _report
+from . import report
 from .solutions import ch8 as reference
 
 WASTE_CASES: tuple[tuple[str, int, int], ...] = (
@@ -33,4 +33,4 @@ def check_last_block_waste(fn: Callable[[int, int], int]) -> bool:
             continue
         if got != expected:
             failures.append(f"{name} (n={n}, B={b}): got {got!r}, expected {expected}")
-    return _report("last_block_waste", failures)
+    return report("last_block_waste", failures)
