@@ -97,9 +97,10 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("admission", "Admission and the watermark", "2", "pagedkv_edu.block_manager:BlockManager.can_allocate"),
     Concept("preemption", "Continuous batching and preemption (recompute or swap)", "6",
             "pagedkv_edu.scheduler:Scheduler"),
-    Concept("sharing", "Reference counts, fork and copy-on-write", "7 (planned)", None),
-    Concept("prefix", "Automatic prefix caching: hashing, lookup, eviction", "7 (planned)", None),
-    Concept("block-size", "Choosing a block size", "8", "pagedkv_edu.simulate:simulate"),
+    Concept("sharing", "Reference counts, fork and copy-on-write", "7", "pagedkv_edu.block_manager:BlockManager.fork"),
+    Concept("prefix", "Automatic prefix caching: hashing, lookup, eviction", "7",
+            "pagedkv_edu.prefix_cache:PrefixCache.lookup"),
+    Concept("block-size", "Choosing a block size", "8", "pagedkv_edu.block_size:sweep"),
     Concept("cuda-graph", "CUDA graphs for decode", "not in the book", None),
 )
 
