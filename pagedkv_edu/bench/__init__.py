@@ -67,6 +67,17 @@ def write_record(path: Path, record: dict[str, Any]) -> Path:
     return path
 
 
+def emit(args: argparse.Namespace, record: dict[str, Any], print_table: Any) -> dict[str, Any]:
+    """Finish a benchmark: write ``--out`` if asked, print the table unless ``--json``; return the record."""
+    if getattr(args, "out", None) is not None:
+        write_record(args.out, record)
+    if not args.json:
+        print_table(record)
+        if getattr(args, "out", None) is not None:
+            print(f"wrote {args.out}")
+    return record
+
+
 def latest_result(benchmark: str, backend: str = "cuda", directory: Path = RESULTS_DIR) -> tuple[Path, dict] | None:
     """The newest committed record of ``benchmark`` measured on ``backend``, or None."""
     records = []

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .. import runtime
-from . import add_out_flag, metadata, write_record
+from . import add_out_flag, emit, metadata
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -189,13 +189,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         record["note"] = ("CPU run: the Triton kernel ran in the interpreter on small shapes. "
                           "GPU figures (GB/s, fraction of copy bandwidth, speed against SDPA) need CUDA.")
-    if args.out is not None:
-        write_record(args.out, record)
-    if not args.json:
-        _print(record)
-        if args.out is not None:
-            print(f"wrote {args.out}")
-    return record
+    return emit(args, record, _print)
 
 
 def _print(record: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from .. import runtime
-from . import add_out_flag, metadata, write_record
+from . import add_out_flag, emit, metadata
 
 PROMPTS: tuple[str, ...] = (
     "Explain in a few sentences why the sky is blue.",
@@ -168,13 +168,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows += bench_device(args.model, device, args.prompts if not on_gpu else args.gpu_prompts,
                              args.max_new_tokens, backends)
     record.update(model=args.model, dtype="fp32", rows=rows)
-    if args.out is not None:
-        write_record(args.out, record)
-    if not args.json:
-        _print(record)
-        if args.out is not None:
-            print(f"wrote {args.out}")
-    return record
+    return emit(args, record, _print)
 
 
 def _print(record: dict[str, Any]) -> None:

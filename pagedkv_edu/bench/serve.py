@@ -32,7 +32,7 @@ from ..engine import LLMEngine, RequestOutput, SamplingParams
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
 from ..sharing import few_shot_max_seq_len, few_shot_variant
 from ..workload import Request, copilot50, prompt_token_ids
-from . import add_out_flag, metadata, write_record
+from . import add_out_flag, emit, metadata
 
 
 @dataclass(frozen=True)
@@ -217,10 +217,9 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         record["prefix_caching"] = prefix_caching_gain(runs["paged"], runs[PREFIX_RUN])
     if "paged" in runs and "contiguous" in runs:
         paged, contiguous = runs["paged"], runs["contiguous"]
-        record["ratios"] = {
-            "peak_concurrency": round(paged["peak_concurrency"] / contiguous["peak_concurrency"], 2),
-            "saturated_concurrency": round(paged["saturated_concurrency"] / contiguous["saturated_concurrency"], 2),
-            "throughput": round(paged["throughput_tokens_per_s"] / contiguous["throughput_tokens_per_s"], 2),
+        record["ratios"] = {  # None where the contiguous figure is 0 (e.g. no request ever waited)
+            key: round(paged[key] / contiguous[key], 2) if contiguous[key] else None
+            for key in ("peak_concurrency", "saturated_concurrency", "throughput_tokens_per_s")
         }
         record["same_tokens"] = paged["token_ids"] == contiguous["token_ids"]
     if args.peers:
@@ -229,11 +228,7 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         if batch is not None:
             peers.append(batch)
         record["peers"] = peers
-    if args.out:
-        write_record(args.out, record)
-    if not args.json:
-        print_table(record)
-    return record
+    return emit(args, record, print_table)
 
 
 PREFIX_RUN = "paged+prefix-cache"
@@ -268,7 +263,7 @@ def print_table(record: dict[str, Any]) -> None:
     for key, label in keys:
         print(f"{label:28s}" + "".join(f"{runs[p][key]:>20}" for p in runs))
     for key, value in record.get("ratios", {}).items():
-        print(f"paged / contiguous {key:28s}: {value}x")
+        print(f"paged / contiguous {key:28s}: " + (f"{value}x" if value is not None else "n/a (nobody waited)"))
     if "prefix_caching" in record:
         gain = record["prefix_caching"]
         print(f"prefix cache ({record['shared_prefix_tokens']} shared tokens): hit rate {gain['hit_rate']:.1%}, "
