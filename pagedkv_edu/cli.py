@@ -109,6 +109,8 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
                    help="KV slots in the budget (default: 10 x max_seq_len, so 10 contiguous requests fit)")
     p.add_argument("--reserve", choices=RESERVE_POLICIES, default="max",
                    help="contiguous reservation rule: max_seq_len, next power of two, or exact (oracle)")
+    p.add_argument("--prefix-caching", action="store_true",
+                   help="paged only: share cached prompt blocks between requests (ch. 7)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeline", action="store_true", help="with --json, include every step and request")
     add_json_flag(p)
@@ -117,7 +119,8 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
 
 def _simulate(args: argparse.Namespace) -> dict[str, Any]:
     result = simulate(copilot50(args.seed), args.policy, args.kv_budget_tokens,
-                      block_size=args.block_size, reserve=args.reserve)
+                      block_size=args.block_size, reserve=args.reserve, enable_prefix_caching=args.prefix_caching,
+                      prompt_seed=args.seed)
     out = result.to_dict() if args.timeline else result.summary()
     if not args.json:
         s = result.summary()
@@ -131,4 +134,7 @@ def _simulate(args: argparse.Namespace) -> dict[str, Any]:
         print(f"preemptions      : {s['preemptions']}")
         print(f"queueing delay   : mean {s['mean_queue_delay_steps']} steps, max {s['max_queue_delay_steps']}")
         print(f"makespan         : {s['total_steps']} steps")
+        if result.prefix_caching:
+            print(f"prefix cache     : {result.prefix_hit_rate:.1%} of {result.prompt_tokens:,} prompt tokens hit; "
+                  f"{result.prefill_tokens:,} tokens prefilled")
     return out

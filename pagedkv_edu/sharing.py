@@ -2,15 +2,16 @@
 
 Chapter 7's engine runs a real model, which on a CPU means small, scaled-down requests.
 Memory does not need the model: which blocks a sequence holds depends only on token counts
-and, for the prefix cache, token ids. So this module drives the real block manager and the
-real scheduler (the same code the engine uses) with the seed-000 workload at full size:
+and, for the prefix cache, token ids. So this module drives the real block manager (the
+same code the engine uses) with the seed-000 workload at full size:
 
 * :func:`parallel_sampling_blocks` forks a prompt into ``n`` samples and counts the blocks
   held at every decode step, against ``n`` independent copies of the request;
-* :func:`simulate_prefix_caching` serves a workload, every request at once as in the seeds,
-  with or without the prefix cache, and counts hits, computed prefill tokens and concurrency;
 * :func:`few_shot_variant` turns the workload's 200-token system prompt into a 5-shot prompt
   of about 1,000 shared tokens.
+
+Serving a whole workload with or without the prefix cache is the memory simulator's job:
+``simulate(requests, "paged", enable_prefix_caching=True)`` (:mod:`pagedkv_edu.simulate`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
-from .scheduler import PagedMemory, Scheduler
-from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
+from .workload import MAX_SEQ_LEN, Request
 
 SHOT_TOKENS = 160
 """Tokens of one worked example in the few-shot variant (5 shots + the 200-token system prompt ≈ 1,000)."""
@@ -92,83 +92,3 @@ def workload_sampling_saving(requests: list[Request], n: int, block_size: int) -
     """:attr:`SamplingMemory.saving` over every request of a workload, each sampled ``n`` times."""
     runs = [parallel_sampling_blocks(r.prompt_len, r.output_len, n, block_size) for r in requests]
     return 1 - sum(sum(m.shared) for m in runs) / sum(sum(m.independent) for m in runs)
-
-
-# --- prefix caching over a workload ------------------------------------------------------------
-@dataclass
-class _Sequence:
-    """A request as the scheduler sees it, with token ids so the prefix cache can hash it."""
-
-    seq_id: int
-    prompt: list[int]
-    output_len: int
-    generated: int = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt) + self.generated
-
-    @property
-    def token_ids(self) -> list[int]:
-        # Outputs are distinct per request (ids past the vocabulary of any prompt): never shared.
-        return self.prompt + [-(self.seq_id + 1)] * self.generated
-
-
-@dataclass(frozen=True)
-class PrefixCacheRun:
-    """One memory-only serving run: what the prefill computed and how many requests ran at once.
-
-    The hit rate counts each prompt once, at its first admission. A preempted request that
-    comes back finds its own blocks too (if they were not evicted): those hits are counted
-    apart, in ``resumed_hit_tokens``, as vLLM's statistics do, so that they do not pass for
-    sharing between requests.
-    """
-
-    prompt_tokens: int
-    hit_tokens: int
-    resumed_hit_tokens: int
-    prefill_tokens: int     # tokens the prefills computed (recomputation after preemption included)
-    peak_running: int
-    steps: int
-    preemptions: int
-    evictions: int
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-def simulate_prefix_caching(requests: list[Request], *, kv_budget_tokens: int = 10 * MAX_SEQ_LEN,
-                            block_size: int = 16, enable_prefix_caching: bool = True, seed: int = 0,
-                            vocab_size: int = 49152, max_steps: int = 100_000) -> PrefixCacheRun:
-    """Serve ``requests`` (all arriving at once) through the engine's scheduler and block manager.
-
-    Prompt ids come from :func:`~pagedkv_edu.workload.prompt_token_ids`, so the shared system
-    prompt really is the same ids in every request. Each step admits what fits, grows the
-    rest by a token and reports every running sequence computed, as the engine does after its
-    forward pass.
-    """
-    manager = BlockManager(kv_budget_tokens // block_size, block_size, enable_prefix_caching=enable_prefix_caching)
-    scheduler = Scheduler(PagedMemory(manager))
-    for r in requests:
-        scheduler.add(_Sequence(r.request_id, prompt_token_ids(r, vocab_size, seed), r.output_len))
-    prompt_tokens = hits = resumed_hits = prefill_tokens = peak = steps = 0
-    while scheduler.has_unfinished and steps < max_steps:
-        decided = scheduler.schedule()
-        for seq in decided.prefills:
-            cached = manager.num_cached_tokens(seq.seq_id)
-            prefill_tokens += seq.num_tokens - cached
-            if seq.generated:
-                resumed_hits += cached
-            else:
-                prompt_tokens, hits = prompt_tokens + seq.num_tokens, hits + cached
-        for seq in decided.prefills + decided.decodes:
-            manager.mark_computed(seq.seq_id, seq.token_ids)
-            seq.generated += 1
-        peak = max(peak, len(scheduler.running))
-        for seq in [s for s in scheduler.running if s.generated >= s.output_len]:
-            scheduler.finish(seq)
-        steps += 1
-    evictions = manager.prefix_cache.num_evictions if manager.prefix_cache else 0
-    return PrefixCacheRun(prompt_tokens, hits, resumed_hits, prefill_tokens, peak, steps, scheduler.num_preemptions,
-                          evictions)

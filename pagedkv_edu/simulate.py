@@ -17,6 +17,12 @@ head-of-line blocking. A paged request is admitted when its prompt's blocks fit;
 decode step finds no free block, the most recently admitted request is preempted by
 recompute (its blocks are freed and it goes back to the front of the queue keeping its
 generated tokens), as in vLLM and nano-vllm.
+
+With ``enable_prefix_caching`` (chapter 7) every prompt gets the workload's token ids
+(:func:`~pagedkv_edu.workload.prompt_token_ids`: the shared system prompt is the same ids in
+every request), the block manager looks each admission up in its prefix cache, and each step
+reports the running sequences computed, as the engine does after its forward pass. The
+result then also counts prefix hits and the prefill tokens really computed.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .contiguous import ContiguousArena, reservation_size
 from .scheduler import ContiguousMemory, PagedMemory, Scheduler
-from .workload import MAX_SEQ_LEN, Request
+from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
 POLICIES = ("contiguous", "paged")
 WASTE_KINDS = ("over_reserved", "internal", "external")
@@ -89,6 +95,12 @@ class SimResult:
     requests: list[RequestRecord] = field(default_factory=list)
     preemptions: int = 0
     arena_snapshots: dict[int, list[ArenaSlice]] = field(default_factory=dict)
+    prefix_caching: bool = False
+    prompt_tokens: int = 0          # every prompt once, at its first admission
+    prefill_tokens: int = 0         # tokens the prefills computed, recomputation after preemption included
+    hit_tokens: int = 0             # prompt tokens found in the prefix cache at first admission
+    resumed_hit_tokens: int = 0     # a preempted request finding its own blocks again (not sharing)
+    evictions: int = 0              # cached blocks reused for other content
 
     def _sum(self, name: str) -> int:
         return sum(getattr(s, name) for s in self.steps)
@@ -138,6 +150,15 @@ class SimResult:
         return len(self.steps)
 
     @property
+    def prefix_hit_rate(self) -> float:
+        """Share of prompt tokens the prefix cache supplied, each prompt counted once (vLLM's measure).
+
+        Hits of a preempted request on its own blocks are in ``resumed_hit_tokens`` instead,
+        so that they do not pass for sharing between requests.
+        """
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
     def mean_queue_delay(self) -> float:
         return sum(r.queue_delay for r in self.requests) / len(self.requests)
 
@@ -151,6 +172,9 @@ class SimResult:
 
     def summary(self) -> dict[str, object]:
         """The figures the CLI and the notebooks print."""
+        cache = {"prefix_caching": {"hit_rate": round(self.prefix_hit_rate, 4), "hit_tokens": self.hit_tokens,
+                                    "prompt_tokens": self.prompt_tokens, "prefill_tokens": self.prefill_tokens,
+                                    "resumed_hit_tokens": self.resumed_hit_tokens, "evictions": self.evictions}}
         return {
             "policy": self.policy,
             "block_size": self.block_size,
@@ -166,6 +190,7 @@ class SimResult:
             "total_steps": self.total_steps,
             "mean_queue_delay_steps": round(self.mean_queue_delay, 1),
             "max_queue_delay_steps": self.max_queue_delay,
+            **(cache if self.prefix_caching else {}),
         }
 
     def to_dict(self) -> dict[str, object]:
@@ -182,6 +207,9 @@ def simulate(
     max_seq_len: int = MAX_SEQ_LEN,
     reserve: str = "max",
     watermark_blocks: int = 0,
+    enable_prefix_caching: bool = False,
+    vocab_size: int = 49152,
+    prompt_seed: int = 0,
     max_steps: int = 1_000_000,
     snapshot_steps: Iterable[int] = (),
 ) -> SimResult:
@@ -189,12 +217,16 @@ def simulate(
 
     ``reserve`` (contiguous only) picks the reservation rule: ``max``, ``pow2`` or ``oracle``.
     ``watermark_blocks`` (paged only) keeps that many blocks free at admission so running
-    requests can grow without immediate preemption. ``snapshot_steps`` (contiguous only)
-    records the arena's layout at those steps, for drawing it as a strip with its holes.
+    requests can grow without immediate preemption. ``enable_prefix_caching`` (paged only)
+    gives the prompts token ids drawn with ``vocab_size`` and ``prompt_seed`` and shares
+    cached blocks between them. ``snapshot_steps`` (contiguous only) records the arena's
+    layout at those steps, for drawing it as a strip with its holes.
     """
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+    if enable_prefix_caching and policy != "paged":
+        raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {policy!r}")
     if not isinstance(kv_budget_tokens, int) or kv_budget_tokens <= 0:
         raise ValueError(f"kv_budget_tokens must be a positive integer, got {kv_budget_tokens!r}")
     if policy == "paged":
@@ -219,7 +251,8 @@ def simulate(
     memory: PagedMemory | ContiguousMemory
     reservations: dict[int, int] = {}
     if policy == "paged":
-        manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len)
+        manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
+                               enable_prefix_caching=enable_prefix_caching)
         memory = PagedMemory(manager, watermark_blocks)
         capacity = manager.pool.capacity_tokens
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
@@ -232,11 +265,14 @@ def simulate(
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in a budget of {kv_budget_tokens} tokens")
 
-    result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity)
+    result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity,
+                       prefix_caching=enable_prefix_caching)
     records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
     result.requests = list(records.values())
     scheduler = Scheduler(memory)
-    pending = deque(_SimSequence(r.request_id, r.prompt_len, r) for r in reqs)
+    pending = deque(_SimSequence(r.request_id, r.prompt_len, r,
+                                 prompt_token_ids(r, vocab_size, prompt_seed) if enable_prefix_caching else None)
+                    for r in reqs)
     snapshots = set(snapshot_steps)
 
     for step in range(max_steps):
@@ -244,10 +280,20 @@ def simulate(
             scheduler.add(pending.popleft())
         decided = scheduler.schedule()
         for seq in decided.prefills:
+            cached = manager.num_cached_tokens(seq.seq_id) if manager is not None else 0
+            result.prefill_tokens += seq.num_tokens - cached
             if records[seq.seq_id].admit_step is None:
                 records[seq.seq_id].admit_step = step
+                result.prompt_tokens += seq.num_tokens
+                result.hit_tokens += cached
+            else:
+                result.resumed_hit_tokens += cached
         for seq in decided.decodes:
             seq.num_tokens += 1
+        if enable_prefix_caching:
+            assert manager is not None
+            for seq in decided.prefills + decided.decodes:   # this step's forward pass wrote their K/V
+                manager.mark_computed(seq.seq_id, seq.token_ids)
         for seq in decided.preempted:
             records[seq.seq_id].preemptions += 1
         result.preemptions = scheduler.num_preemptions
@@ -268,6 +314,8 @@ def simulate(
             records[seq.seq_id].finish_step = step
 
         if not (pending or scheduler.has_unfinished):
+            if manager is not None and manager.prefix_cache is not None:
+                result.evictions = manager.prefix_cache.num_evictions
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
 
@@ -279,6 +327,14 @@ class _SimSequence:
     seq_id: int
     num_tokens: int
     request: Request
+    prompt: list[int] | None = None     # token ids, only when the prefix cache needs them
+
+    @property
+    def token_ids(self) -> list[int] | None:
+        """The prompt's ids, then one id per generated token (negative: never shared with anyone)."""
+        if self.prompt is None:
+            return None
+        return self.prompt + [-(self.seq_id + 1)] * (self.num_tokens - len(self.prompt))
 
 
 def _record(

@@ -128,6 +128,16 @@ def test_simulate_options_reach_the_simulator() -> None:
     assert out["capacity_tokens"] == 8192
 
 
+def test_simulate_prefix_caching_reports_hits(capsys) -> None:
+    out = run_json("simulate", "--policy", "paged", "--prefix-caching")
+    assert out["prefix_caching"]["hit_tokens"] == 49 * 192          # the system prompt's 12 full blocks
+    assert out["prefix_caching"] == simulate(copilot50(0), enable_prefix_caching=True).summary()["prefix_caching"]
+    code, table, _ = run(capsys, "simulate", "--policy", "paged", "--prefix-caching")
+    assert code == 0 and "prefix cache     : 23.3% of 40,430 prompt tokens hit" in table
+    code, _, err = run(capsys, "simulate", "--policy", "contiguous", "--prefix-caching", "--json")
+    assert code == 2 and "needs policy='paged'" in err
+
+
 def test_simulate_timeline_has_every_step() -> None:
     out = run_json("simulate", "--policy", "contiguous", "--reserve", "pow2", "--timeline")
     assert len(out["steps"]) == out["total_steps"] and len(out["requests"]) == 50

@@ -87,6 +87,47 @@ def test_decode_step_on_a_full_pool_changes_nothing_and_names_the_requests() -> 
     assert state.manager.table(1).num_tokens == 3
 
 
+def test_fork_shares_every_block_and_the_step_copies_on_write() -> None:
+    state = ExplorerState(12, 4)
+    state.add_request(6)                                  # r0: blocks [0, 1], block 1 half full
+    assert state.fork(0) == "r0.1" and state.fork(0) == "r0.2"
+    assert "shares blocks [0, 1], no block taken" in state.message
+    assert state.manager.pool.num_used == 2 and state.manager.pool.ref_counts[:2] == [3, 3]
+    assert state.decode_step()
+    # Two samples copy the shared half-full block; the last writer finds it private and writes in place.
+    assert state.manager.pool.num_used == 4
+    assert [state.manager.table(r).block_ids[-1] for r in (0, "r0.1", "r0.2")] == [2, 3, 1]
+    assert state.manager.pool.ref_counts[:2] == [3, 1]
+    assert "r0 copied shared block 1 to block 2" in state.message
+    assert "r0.1 copied shared block 1 to block 3" in state.message and "r0.2" not in state.message.split(";", 1)[1]
+    assert state.finish("r0.1")
+    assert "blocks [3] back to the free queue; blocks [0] still shared" in state.message
+    assert state.fork(7) is None and "cannot fork r7" in state.message and state.is_error
+
+
+def test_decode_step_counts_copy_on_write_blocks_before_changing_anything() -> None:
+    # Three samples share a half-full block; one block is free, but the step needs two copies.
+    state = ExplorerState(3, 4)
+    state.add_request(6)
+    state.fork(0)
+    state.fork(0)
+    before = manager_state(state)
+    assert state.decode_step() is False
+    assert manager_state(state) == before
+    assert "r0, r0.1 each need a new block (2 in all) but only 1 is free" in state.message
+    # Two samples need only one copy: the step fits the one free block exactly.
+    assert state.finish("r0.2") and state.decode_step()
+    assert state.manager.pool.num_free == 0
+    assert [state.manager.table(r).num_tokens for r in (0, "r0.1")] == [7, 7]
+
+
+def test_forked_names_skip_a_sample_made_on_the_manager() -> None:
+    state = ExplorerState(8, 4)
+    state.add_request(3)
+    state.manager.fork(0, "r0.1")
+    assert state.fork(0) == "r0.2"
+
+
 def test_step_n_stops_at_the_first_refused_step() -> None:
     state = ExplorerState(2, 4)
     state.add_request(3)
@@ -311,6 +352,18 @@ def test_widget_finish_uses_the_dropdown(explorer) -> None:
     explorer.finish_button.click()                 # nothing chosen: reported, not raised
     assert explorer.state.is_error and "not a live request" in explorer.state.message
     assert all(g.get("data-state") == "free" for g in blocks(explorer.drawing.value).values())
+
+
+def test_widget_fork_uses_the_dropdown(explorer) -> None:
+    explorer.prompt_tokens.value = 6
+    explorer.add_button.click()
+    explorer.fork_button.click()
+    assert [label for label, _ in explorer.request_choice.options] == ["r0", "r0.1"]
+    explorer.step_button.click()
+    assert "copied shared block" in text_of(explorer.drawing.value, "message")
+    explorer.request_choice.value = "r0.1"
+    explorer.fork_button.click()                   # a fork of a fork
+    assert explorer.state.live_requests == [0, "r0.1", "r0.1.1"]
 
 
 def test_widget_errors_show_in_the_picture(explorer) -> None:

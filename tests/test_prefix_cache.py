@@ -8,7 +8,8 @@ from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
 from pagedkv_edu.prefix_cache import ROOT_HASH, PrefixCache, hash_block
 from pagedkv_edu.scheduler import PagedMemory
-from pagedkv_edu.sharing import few_shot_variant, simulate_prefix_caching
+from pagedkv_edu.sharing import few_shot_max_seq_len, few_shot_variant
+from pagedkv_edu.simulate import simulate
 from pagedkv_edu.workload import copilot50
 
 B = 4
@@ -56,8 +57,8 @@ def test_a_prefix_shorter_than_one_block_never_hits() -> None:
     admit(m, "a", [1, 2, 3] + [10, 11, 12, 13, 14])
     assert admit(m, "b", [1, 2, 3] + [20, 21, 22, 23, 24]) == 0
     requests = copilot50(0, 8, length_scale=1 / 16)          # a 12-token system prompt
-    assert simulate_prefix_caching(requests, kv_budget_tokens=2048, block_size=16).hit_tokens == 0
-    assert simulate_prefix_caching(requests, kv_budget_tokens=2048, block_size=4).hit_tokens == 7 * 12
+    assert simulate(requests, "paged", 2048, block_size=16, enable_prefix_caching=True).hit_tokens == 0
+    assert simulate(requests, "paged", 2048, block_size=4, enable_prefix_caching=True).hit_tokens == 7 * 12
 
 
 def test_a_full_prompt_hit_on_a_block_multiple_still_computes_the_last_block() -> None:
@@ -157,11 +158,25 @@ def test_bad_calls_are_refused() -> None:
 
 def test_the_workload_hit_rates_follow_the_shared_prefix() -> None:
     requests = copilot50(0, 12, length_scale=1 / 8)            # a 25-token system prompt
-    plain = simulate_prefix_caching(requests, kv_budget_tokens=4096, block_size=4, enable_prefix_caching=False)
-    cached = simulate_prefix_caching(requests, kv_budget_tokens=4096, block_size=4)
-    shots = simulate_prefix_caching(few_shot_variant(requests, length_scale=1 / 8), kv_budget_tokens=4096,
-                                    block_size=4)
-    assert plain.hit_tokens == 0 and plain.prefill_tokens == plain.prompt_tokens
+    plain = simulate(requests, "paged", 4096, block_size=4)
+    cached = simulate(requests, "paged", 4096, block_size=4, enable_prefix_caching=True)
+    shots = simulate(few_shot_variant(requests, length_scale=1 / 8), "paged", 4096, block_size=4,
+                     max_seq_len=few_shot_max_seq_len(length_scale=1 / 8), enable_prefix_caching=True)
+    assert plain.preemptions == cached.preemptions == 0        # so every prefill is a first admission
+    assert plain.hit_tokens == 0 and plain.prefill_tokens == plain.prompt_tokens == sum(r.prompt_len for r in requests)
     assert cached.hit_tokens == 11 * 24                        # every request but the first: 6 full blocks
     assert cached.prefill_tokens == cached.prompt_tokens - cached.hit_tokens
-    assert shots.hit_rate > 2 * cached.hit_rate
+    assert shots.prefix_hit_rate > 2 * cached.prefix_hit_rate
+    assert "prefix_caching" in cached.summary() and "prefix_caching" not in plain.summary()
+    with pytest.raises(ValueError, match="needs policy='paged', not 'contiguous'"):
+        simulate(requests, "contiguous", 4096, enable_prefix_caching=True)
+
+
+def test_a_preempted_request_finds_its_own_blocks_apart_from_shared_hits() -> None:
+    requests = copilot50(0, 50)                                # full size, a tight budget: preemptions happen
+    run = simulate(requests, "paged", 10 * 2048, block_size=16, enable_prefix_caching=True)
+    assert run.preemptions > 0 and run.resumed_hit_tokens > 0
+    assert run.prompt_tokens == sum(r.prompt_len for r in requests)
+    assert run.hit_tokens == 49 * 192                          # sharing: the system prompt's 12 full blocks
+    plain = simulate(requests, "paged", 10 * 2048, block_size=16)
+    assert plain.resumed_hit_tokens == plain.hit_tokens == 0 and plain.prefill_tokens > plain.prompt_tokens

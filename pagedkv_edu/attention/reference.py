@@ -8,7 +8,8 @@ cache, but its block table says where each logical block lives, so
 and indexing the cache (viewed as ``[num_slots, num_kv_heads, head_dim]``) with those slots
 gives back exactly the contiguous K (or V) the model wrote. Attention over the gathered
 tensors is then the textbook softmax(q k^T * scale) v, with each KV head shared by
-``num_heads // num_kv_heads`` query heads (grouped-query attention).
+``num_heads // num_kv_heads`` query heads (grouped-query attention), here computed by
+``scaled_dot_product_attention`` with a mask over each sequence's padding.
 
 Three functions here serve as oracles for everything faster:
 
@@ -91,18 +92,21 @@ def paged_decode_attention_torch(
     pos = torch.arange(max_len, device=q.device)
     valid = pos[None, :] < seq_lens[:, None].to(torch.int64)  # [batch, max_len]
     blocks = block_tables[:, pos // block_size].to(torch.int64)  # unused entries may be -1 ...
-    slots = torch.where(valid, blocks * block_size + pos % block_size, 0)  # ... so never index with them
+    slots = blocks * block_size + pos % block_size
+    # ... so padded positions re-read the sequence's first slot instead: it holds a real key (an
+    # unwritten slot may hold NaN, and NaN survives the mask), and the mask drops it.
+    slots = torch.where(valid, slots, slots[:, :1]).view(-1)
     flat_k = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
     flat_v = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
-    pad = ~valid[:, :, None, None]  # padded positions gathered slot 0: zero them, it may hold NaN
-    k = flat_k[slots].to(compute_dtype).masked_fill(pad, 0.0)  # [batch, max_len, num_kv_heads, head_dim]
-    v = flat_v[slots].to(compute_dtype).masked_fill(pad, 0.0)
+    k = flat_k.index_select(0, slots).view(batch, max_len, num_kv_heads, head_dim).to(compute_dtype)
+    v = flat_v.index_select(0, slots).view(batch, max_len, num_kv_heads, head_dim).to(compute_dtype)
 
-    qg = q.to(compute_dtype).view(batch, num_kv_heads, group, head_dim)
-    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * scale
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    out = torch.einsum("bhgl,blhd->bhgd", probs, v).reshape(batch, num_heads, head_dim)
+    # SDPA does the softmax(q k^T * scale) v; enable_gqa lets each KV head serve its `group` query heads.
+    # (Spelled out with einsum it computes the same, several times slower on a CPU, where this path serves.)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.to(compute_dtype)[:, :, None, :], k.transpose(1, 2), v.transpose(1, 2),
+        attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=group > 1,
+    )[:, :, 0, :]
     return out if compute_dtype == torch.float64 else out.to(q.dtype)
 
 

@@ -228,6 +228,8 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         if batch is not None:
             peers.append(batch)
         record["peers"] = peers
+    for run in runs.values():   # compared above; tens of thousands of ids would be most of the record
+        del run["token_ids"]
     return emit(args, record, print_table)
 
 

@@ -24,7 +24,7 @@ from .render import Picture, render_svg, request_label
 
 
 class BlockExplorer(widgets.VBox):
-    """Add requests, decode, finish, and watch blocks move between the pool and the tables."""
+    """Add requests, decode, fork, finish, and watch blocks move between the pool and the tables."""
 
     def __init__(
         self,
@@ -47,6 +47,7 @@ class BlockExplorer(widgets.VBox):
         self.request_choice = widgets.Dropdown(options=[], description="request",
                                                layout=widgets.Layout(width="170px"))
         self.finish_button = widgets.Button(description="finish", tooltip="return the request's blocks")
+        self.fork_button = widgets.Button(description="fork", tooltip="a new sample sharing the request's blocks")
         self.block_size_slider = widgets.IntSlider(value=block_size, min=1, max=max(32, block_size),
                                                    description="block size", continuous_update=False)
         self.pool_size_slider = widgets.IntSlider(value=num_blocks, min=1, max=max(64, num_blocks),
@@ -59,12 +60,13 @@ class BlockExplorer(widgets.VBox):
         self.step_button.on_click(lambda _: self._do(self.state.decode_step))
         self.step_n_button.on_click(lambda _: self._do(self.state.step_n, self.steps.value))
         self.finish_button.on_click(lambda _: self._do(self.state.finish, self.request_choice.value))
+        self.fork_button.on_click(lambda _: self._do(self.state.fork, self.request_choice.value))
         self.block_size_slider.observe(lambda ch: self._do(self.state.set_block_size, ch["new"]), names="value")
         self.pool_size_slider.observe(lambda ch: self._do(self.state.set_pool_size, ch["new"]), names="value")
 
         super().__init__(children=[
             widgets.HBox([self.prompt_tokens, self.add_button, self.step_button, self.steps, self.step_n_button]),
-            widgets.HBox([self.request_choice, self.finish_button]),
+            widgets.HBox([self.request_choice, self.finish_button, self.fork_button]),
             widgets.HBox([self.block_size_slider, self.pool_size_slider]),
             self.counters,
             self.drawing,

@@ -3,19 +3,21 @@
 This is the model half of the explorer widget, with no widget in it, so tests (and a
 notebook cell) can drive it directly. Each action is one event of a serving engine's memory
 life: a request arrives with its prompt (prefill), every live request grows by one token
-(a decode step), a request finishes and returns its blocks.
+(a decode step), a request forks into a sample that shares its blocks (parallel sampling,
+chapter 7), a request finishes and returns its blocks.
 
 A reader will click "decode step" on a full pool, and that must teach rather than crash. So
 actions never raise on a reader's input: they return whether they happened and leave a
 message, and one that fails changes nothing. A decode step is all-or-nothing: it first asks
-every request whether it can grow, and if any cannot it names them and grows none (a real
-scheduler would preempt one; that is chapter 6). Changing the block size or the pool size
+every request how many blocks it needs to grow, a copy-on-write block included, and if
+they are more than the free ones it names the requests and grows none (a real scheduler
+would preempt one; that is chapter 6). Changing the block size or the pool size
 rebuilds an empty pool, and the message says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
@@ -100,20 +102,40 @@ class ExplorerState:
             names = ", ".join(request_label(r) for r in too_long)
             return self._fail(f"decode step refused: {names} reached max_seq_len={self.max_seq_len}; "
                               f"finish it first. Nothing changed.")
-        growing = [rid for rid, t in self._manager.tables.items() if t.blocks_to_append(1)]
+        growing, total = self._blocks_for_a_step()
         free = self._manager.pool.num_free
-        if len(growing) > free:
+        if total > free:
             names = ", ".join(request_label(r) for r in growing)
-            needs = "needs a new block" if len(growing) == 1 else f"each need a new block ({len(growing)} in all)"
+            needs = "needs a new block" if total == 1 else f"each need a new block ({total} in all)"
             return self._fail(f"decode step refused: {names} {needs} but only {free} "
                               f"{'is' if free == 1 else 'are'} free. Nothing changed: finish a request "
                               f"or enlarge the pool.")
         taken = {rid: self._manager.append_tokens(rid, 1) for rid in list(self._manager.tables)}
+        copied = dict((dst, src) for src, dst in self._manager.take_copies())
         self._step += 1
-        new = "; ".join(f"{request_label(r)} took block {ids[0]}" for r, ids in taken.items() if ids)
+        new = "; ".join(self._describe_growth(r, ids, copied) for r, ids in taken.items() if ids)
         plural = "s" if len(taken) > 1 else ""
         self._note(f"decode step {self._step}: {len(taken)} request{plural} +1 token" + (f"; {new}" if new else ""))
         return True
+
+    def fork(self, request_id: Hashable) -> Hashable | None:
+        """A new sample of ``request_id`` sharing all its blocks; its id (``r0.1``, ...), or None.
+
+        Forking takes no block: every block gains a reference. The first decode step that
+        writes into the shared, partly filled last block copies it (copy-on-write).
+        """
+        if request_id not in self._manager.tables:
+            live = ", ".join(request_label(r) for r in self.live_requests) or "none"
+            self._fail(f"cannot fork {request_label(request_id)}: not a live request (live: {live})")
+            return None
+        self._forks[request_id] = self._forks.get(request_id, 0) + 1
+        child = f"{request_label(request_id)}.{self._forks[request_id]}"
+        while child in self._manager.tables:      # a sample forked on the manager itself may hold the name
+            self._forks[request_id] += 1
+            child = f"{request_label(request_id)}.{self._forks[request_id]}"
+        table = self._manager.fork(request_id, child)
+        self._note(f"fork {request_label(request_id)} → {child}: shares blocks {table.block_ids}, no block taken")
+        return child
 
     def step_n(self, n: int) -> int:
         """Up to ``n`` decode steps, stopping at the first refused one; returns how many ran."""
@@ -126,13 +148,20 @@ class ExplorerState:
                 return done
         return n
 
-    def finish(self, request_id: int) -> bool:
-        """Return every block of ``request_id`` to the pool (last block first)."""
+    def finish(self, request_id: Hashable) -> bool:
+        """Drop ``request_id``'s reference to each of its blocks (last block first).
+
+        A block nobody else holds goes back to the free queue; a shared one stays with the
+        other samples, one reference fewer.
+        """
         if request_id not in self._manager.tables:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             return self._fail(f"cannot finish {request_label(request_id)}: not a live request (live: {live})")
         released = self._manager.finish(request_id)
-        self._note(f"finish {request_label(request_id)}: blocks {released} back to the free queue")
+        freed = [b for b in released if self._manager.pool.is_free(b)]
+        kept = [b for b in released if b not in freed]
+        text = f"finish {request_label(request_id)}: blocks {freed} back to the free queue"
+        self._note(text + (f"; blocks {kept} still shared" if kept else ""))
         return True
 
     def set_block_size(self, block_size: int) -> bool:
@@ -162,6 +191,7 @@ class ExplorerState:
         self._manager = manager
         self._next_id = 0
         self._step = 0
+        self._forks: dict[Hashable, int] = {}
 
     def _rebuild(self, num_blocks: int, block_size: int, what: str) -> bool:
         dropped = len(self._manager.tables)
@@ -174,6 +204,39 @@ class ExplorerState:
             note += f"; {dropped} live request{'s' if dropped > 1 else ''} dropped"
         self._note(note)
         return True
+
+    def _blocks_for_a_step(self) -> tuple[list[Hashable], int]:
+        """The requests that need a block to grow by one token, and the blocks the whole step takes.
+
+        A full last block means a new block. A partly filled last block shared by ``k``
+        live samples means ``k - 1`` copies: each writer but the last copies it, and the
+        last one finds it private again and writes in place (``k`` copies if a holder
+        outside the explorer keeps a reference too).
+        """
+        pool, size = self._manager.pool, self.block_size
+        growing: list[Hashable] = []
+        total = 0
+        holders: dict[int, list[Hashable]] = {}
+        for rid, table in self._manager.tables.items():
+            if table.num_tokens % size == 0:
+                growing.append(rid)
+                total += 1
+            elif pool.ref_counts[table.block_ids[-1]] > 1:
+                holders.setdefault(table.block_ids[-1], []).append(rid)
+        for block_id, sharers in holders.items():
+            held_elsewhere = pool.ref_counts[block_id] > len(sharers)
+            copying = sharers if held_elsewhere else sharers[:-1]
+            growing += copying
+            total += len(copying)
+        return growing, total
+
+    @staticmethod
+    def _describe_growth(request_id: Hashable, new_ids: list[int], copied: dict[int, int]) -> str:
+        name = request_label(request_id)
+        if new_ids[0] in copied:
+            text = f"{name} copied shared block {copied[new_ids[0]]} to block {new_ids[0]}"
+            return text + (f" and took block {new_ids[1]}" if len(new_ids) > 1 else "")
+        return f"{name} took block {new_ids[0]}"
 
     def _note(self, text: str) -> None:
         self.message, self.is_error = text, False
