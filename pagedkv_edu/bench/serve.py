@@ -193,6 +193,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
+    meta = metadata("serve")    # the date the run started, as every record's
     torch.manual_seed(args.seed)
     model = load_model(args.model)
     setup = make_setup(model, num_requests=args.num_requests, length_scale=args.length_scale,
@@ -207,7 +208,7 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
                                       enable_prefix_caching=True)
         runs[PREFIX_RUN]["policy"] = PREFIX_RUN
     record: dict[str, Any] = {
-        **metadata("serve"), "model": args.model, "workload": args.workload,
+        **meta, "attention_backend": args.backend, "model": args.model, "workload": args.workload,
         "num_requests": args.num_requests, "length_scale": args.length_scale, "output_scale": args.output_scale,
         "few_shot": args.few_shot, "shared_prefix_tokens": setup.requests[0].shared_prefix_len,
         "max_seq_len": setup.max_seq_len, "kv_budget_tokens": setup.kv_budget_tokens,
