@@ -101,6 +101,26 @@ class BlockManager:
         table = self._table(seq_id)
         return table.blocks_to_append(n) + self._must_copy(table, n)
 
+    def blocks_to_grow_all(self) -> dict[Hashable, int]:
+        """New blocks each live sequence takes when every one grows by one token, in table order.
+
+        As :meth:`blocks_to_append`, except that a shared, partly filled last block is copied
+        by its holders in turn: each copy drops a reference, so the last live holder finds
+        the block private and writes in place (unless something else, such as the prefix
+        cache, still holds it).
+        """
+        refs: dict[int, int] = {}
+        need: dict[Hashable, int] = {}
+        for seq_id, table in self.tables.items():
+            if table.num_tokens % self.block_size == 0:
+                need[seq_id] = 1
+                continue
+            last = table.block_ids[-1]
+            refs.setdefault(last, self.pool.ref_counts[last])
+            need[seq_id] = int(refs[last] > 1)
+            refs[last] -= need[seq_id]
+        return need
+
     # --- a sequence's life ---------------------------------------------------------------
     def add_sequence(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> BlockTable:
         """Admit a sequence with ``num_tokens`` prompt tokens and allocate its blocks.

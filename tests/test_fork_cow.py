@@ -161,3 +161,14 @@ def test_parallel_sampling_holds_the_prompt_once() -> None:
     assert memory.shared[0] == 2 + 4 and memory.independent[0] == 4 * 3
     assert memory.shared[-1] == 2 + 4 * 2 and memory.independent[-1] == 4 * 4
     assert 0 < memory.saving < 1 and parallel_sampling_blocks(10, 6, 1, 4).saving == 0
+
+
+def test_blocks_to_grow_all_counts_one_copy_fewer_than_the_sharers() -> None:
+    m = BlockManager(8, 4)
+    m.add_sequence("a", 6)               # blocks [0, 1], block 1 half full
+    m.fork("a", "b")
+    m.fork("a", "c")
+    m.add_sequence("d", 4)               # a full last block: a new block
+    assert m.blocks_to_grow_all() == {"a": 1, "b": 1, "c": 0, "d": 1}
+    taken = {s: m.append_tokens(s) for s in ("a", "b", "c", "d")}
+    assert [len(ids) for ids in taken.values()] == [1, 1, 0, 1]   # what the count promised

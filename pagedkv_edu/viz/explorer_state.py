@@ -102,7 +102,8 @@ class ExplorerState:
             names = ", ".join(request_label(r) for r in too_long)
             return self._fail(f"decode step refused: {names} reached max_seq_len={self.max_seq_len}; "
                               f"finish it first. Nothing changed.")
-        growing, total = self._blocks_for_a_step()
+        need = self._manager.blocks_to_grow_all()   # copy-on-write blocks included
+        growing, total = [rid for rid, n in need.items() if n], sum(need.values())
         free = self._manager.pool.num_free
         if total > free:
             names = ", ".join(request_label(r) for r in growing)
@@ -128,11 +129,11 @@ class ExplorerState:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             self._fail(f"cannot fork {request_label(request_id)}: not a live request (live: {live})")
             return None
-        self._forks[request_id] = self._forks.get(request_id, 0) + 1
-        child = f"{request_label(request_id)}.{self._forks[request_id]}"
-        while child in self._manager.tables:      # a sample forked on the manager itself may hold the name
-            self._forks[request_id] += 1
-            child = f"{request_label(request_id)}.{self._forks[request_id]}"
+        n = self._forks.get(request_id, 0) + 1
+        while f"{request_label(request_id)}.{n}" in self._manager.tables:   # forked on the manager itself
+            n += 1
+        self._forks[request_id] = n
+        child = f"{request_label(request_id)}.{n}"
         table = self._manager.fork(request_id, child)
         self._note(f"fork {request_label(request_id)} → {child}: shares blocks {table.block_ids}, no block taken")
         return child
@@ -204,31 +205,6 @@ class ExplorerState:
             note += f"; {dropped} live request{'s' if dropped > 1 else ''} dropped"
         self._note(note)
         return True
-
-    def _blocks_for_a_step(self) -> tuple[list[Hashable], int]:
-        """The requests that need a block to grow by one token, and the blocks the whole step takes.
-
-        A full last block means a new block. A partly filled last block shared by ``k``
-        live samples means ``k - 1`` copies: each writer but the last copies it, and the
-        last one finds it private again and writes in place (``k`` copies if a holder
-        outside the explorer keeps a reference too).
-        """
-        pool, size = self._manager.pool, self.block_size
-        growing: list[Hashable] = []
-        total = 0
-        holders: dict[int, list[Hashable]] = {}
-        for rid, table in self._manager.tables.items():
-            if table.num_tokens % size == 0:
-                growing.append(rid)
-                total += 1
-            elif pool.ref_counts[table.block_ids[-1]] > 1:
-                holders.setdefault(table.block_ids[-1], []).append(rid)
-        for block_id, sharers in holders.items():
-            held_elsewhere = pool.ref_counts[block_id] > len(sharers)
-            copying = sharers if held_elsewhere else sharers[:-1]
-            growing += copying
-            total += len(copying)
-        return growing, total
 
     @staticmethod
     def _describe_growth(request_id: Hashable, new_ids: list[int], copied: dict[int, int]) -> str:
