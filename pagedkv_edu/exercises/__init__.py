@@ -1,12 +1,25 @@
-"""Graders for the book's "Your turn" exercises: each ``check_*`` prints pass or fail with a diff."""
+"""Graders for the book's "Your turn" exercises: each ``check_*`` prints a verdict and returns it as a bool.
+
+The shared machinery (hidden cases, stub detection, values judged not spellings) is in
+:mod:`pagedkv_edu.exercises.grading`; :func:`report` prints the verdict.
+"""
 
 from __future__ import annotations
 
 
-def report(name: str, failures: list[str]) -> bool:
-    """Print a grader's verdict: a tick, or a cross and one line per failed case. Returns the verdict."""
+def report(name: str, failures: list[str], *, not_solved: str | None = None, shown: int = 0,
+           hidden: int = 0) -> bool:
+    """Print a grader's verdict and return it: a tick, a cross with the lines of ``failures``, or,
+    when ``not_solved`` says how the function showed itself to be the stub, a neutral note.
+
+    ``shown`` and ``hidden`` (optional) are the numbers of cases a passing function was tried on.
+    """
+    if not_solved is not None:
+        print(f"○ {name}: not solved yet ({not_solved}). Write your version above and run the cell again.")
+        return False
     if not failures:
-        print(f"✓ {name}: passed")
+        tried = f" ({shown} cases from the text and {hidden} hidden random ones)" if hidden else ""
+        print(f"✓ {name}: passed{tried}")
         return True
     print(f"✗ {name}: failed")
     for line in failures:

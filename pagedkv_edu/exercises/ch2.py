@@ -1,19 +1,21 @@
 """Graders for chapter 2's "Your turn": the slot mapping, and appending one token.
 
-Each ``check_*`` runs the reader's function on the seeds' walk-throughs and a few cases
-chosen to catch the usual bugs (forgetting ``* B``, allocating one token early, taking
-the wrong free block), prints pass or fail with a diff, and returns a bool. A block-table
-bug usually shows up as a slot in somebody else's block, so a wrong slot is explained: the
-physical block it lands in, and whether that block is out of range or not this sequence's.
+Each ``check_*`` runs the reader's function on the seeds' walk-throughs, a few cases chosen to
+catch the usual bugs (forgetting ``* B``, allocating one token early, taking the wrong free
+block), and hidden random cases at block sizes that are not powers of two (:mod:`.grading`).
+A block-table bug usually shows up as a slot in somebody else's block, so a wrong slot is
+explained: the physical block it lands in, and whether that block is out of range or not this
+sequence's. When the wrong slots are exactly what another block size would give, or what the
+power-of-two bit tricks give, the message says that instead: it is the real cause.
 """
 
 from __future__ import annotations
 
-import numbers
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import report
+from .grading import Raised, Reader, as_int, as_int_list, grade, short, span
 from .solutions import ch2 as reference
 
 MAX_SHOWN = 6   # diff rows printed per failing case
@@ -35,6 +37,143 @@ SLOT_CASES: tuple[SlotCase, ...] = (
     SlotCase("block size 1", (3, 0, 2), 1, (0, 1, 2), 4),
 )
 
+# Block sizes of the hidden cases: mostly not powers of two, where bit tricks go wrong.
+HIDDEN_BLOCK_SIZES = (3, 5, 6, 12, 3, 5, 6, 12, 1, 2, 7, 10, 16)
+
+
+def random_table(rng: random.Random, num_blocks: int, length: int) -> list[int]:
+    """``length`` distinct block ids out of a pool of ``num_blocks``, in random order."""
+    return rng.sample(range(num_blocks), length)
+
+
+def _hidden_slot_cases(count: int = 150, seed: int = 2) -> list[SlotCase]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        b = rng.choice(HIDDEN_BLOCK_SIZES)
+        length = rng.randint(0, 6)
+        num_blocks = length + rng.randint(1, 24)
+        table = random_table(rng, num_blocks, length)
+        capacity = length * b
+        shape = rng.randrange(4)
+        if shape == 0:      # a whole sequence, a multiple of B tokens long
+            positions = list(range(capacity))
+        elif shape == 1:    # a prefix of it, ending anywhere (0 or 1 tokens included)
+            positions = list(range(rng.randint(0, min(capacity, 1 + rng.randrange(2) * capacity))))
+        else:               # any positions, in any order
+            positions = rng.sample(range(capacity), rng.randint(0, capacity))
+        cases.append(SlotCase(f"hidden case {i + 1}: table {table}, block size {b}, positions {span(positions)}",
+                              tuple(table), b, tuple(positions), num_blocks))
+    return cases
+
+
+HIDDEN_SLOT_CASES = _hidden_slot_cases()
+
+
+def where(slot: object, block_size: int, table: Sequence[int], num_blocks: int) -> str:
+    """Explain where a (wrong) slot lands."""
+    value = as_int(slot)
+    if value is None:
+        return f"not an integer slot: {short(slot)}"
+    block, offset = divmod(value, block_size)
+    if value < 0 or block >= num_blocks:
+        return f"block id {block} is out of range for a pool of {num_blocks} blocks"
+    if block not in table:
+        return f"lands in block {block} (offset {offset}), which this table {list(table)} does not hold"
+    return f"lands in block {block}, offset {offset}"
+
+
+def _bit_trick_variants(table: Sequence[int], b: int, p: int) -> list[int]:
+    """The slots that mixes of ``p >> log2(B)``, ``p & (B - 1)`` and ``<< log2(B)`` give: right only for B = 2**k."""
+    out = []
+    for s in {b.bit_length() - 1, (b - 1).bit_length()}:
+        for block in {p // b, p >> s}:
+            if not 0 <= block < len(table):
+                continue
+            for base in {table[block] * b, table[block] << s}:
+                for offset in {p % b, p & (b - 1), p & ((1 << s) - 1)}:
+                    out.append(base + offset)
+    return out
+
+
+def diagnose_slots(table: Sequence[int], block_size: int, positions: Sequence[int], got: Sequence[int]) -> str | None:
+    """Name the cause when wrong slots are exactly another block size's, or the bit tricks'."""
+    return diagnose_batch_slots([(table, positions, got)], block_size)
+
+
+def diagnose_batch_slots(groups: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
+                         block_size: int) -> str | None:
+    """:func:`diagnose_slots` for several sequences at once, each ``(table, positions, slots)``."""
+    pairs = [(table, p, g) for table, positions, got in groups for p, g in zip(positions, got)]
+    if not pairs:
+        return None
+    if all(t[p // block_size] + p % block_size == g for t, p, g in pairs):
+        return "these slots are block id + offset: the block id must be multiplied by the block size"
+    if len(pairs) < 2:
+        return None
+    for other in [16, *range(1, 65)]:
+        if other == block_size:
+            continue
+        try:
+            if all(t[p // other] * other + p % other == g for t, p, g in pairs):
+                return (f"these are the slots block size {other} would give, but the block size here is "
+                        f"{block_size}: use the block_size argument (not a global B)")
+        except IndexError:
+            continue
+    if block_size & (block_size - 1) and all(g in _bit_trick_variants(t, block_size, p) for t, p, g in pairs):
+        return (f"p >> log2(B), p & (B - 1) and << log2(B) equal p // B, p % B and * B only when B is a power "
+                f"of two; the block size here is {block_size}")
+    return None
+
+
+def other_block_size(slot: int | None, block: int, position: int, block_size: int) -> int | None:
+    """The usual wrong block size (the notebook's B = 16, the chapter examples' 4 or 8) at which
+    ``position`` in ``block`` has this slot, if one does. One slot is weak evidence: call this
+    only when the rest of the step (the table) is right."""
+    if slot is None:
+        return None
+    return next((c for c in (16, 4, 8) if c != block_size and block * c + position % c == slot), None)
+
+
+def _index_hint(exc: Raised, block_size: int, table: Sequence[int]) -> str:
+    if isinstance(exc.error, IndexError):
+        return (f" (a logical block past the end of the table {list(table)}? "
+                f"the block size here is {block_size})")
+    return ""
+
+
+def _run_slot_mapping(fn: Reader, case: SlotCase) -> list[str]:
+    expected = reference.slot_mapping(case.block_table, case.block_size, case.positions)
+    try:
+        raw = fn(list(case.block_table), case.block_size, list(case.positions))
+    except Raised as exc:
+        return [str(exc) + _index_hint(exc, case.block_size, case.block_table)]
+    got, problem = as_int_list(raw, "slot")
+    if got is None:
+        return [problem]
+    if len(got) != len(expected):
+        return [f"expected {len(expected)} slots (one per position), got {len(got)}"]
+    wrong = [(p, e, g) for p, e, g in zip(case.positions, expected, got, strict=True) if e != g]
+    if not wrong:
+        return []
+    cause = diagnose_slots(case.block_table, case.block_size, case.positions, got)
+    lines = [cause] if cause else []
+    lines.append(f"{len(wrong)} of {len(expected)} slots wrong")
+    lines.append(f"  {'position':>8} {'expected':>8} {'got':>8}" + ("" if cause else "  where 'got' lands"))
+    for p, e, g in wrong[:MAX_SHOWN]:
+        lands = "" if cause else "  " + where(g, case.block_size, case.block_table, case.num_blocks)
+        lines.append(f"  {p:>8} {e:>8} {g:>8}{lands}")
+    if len(wrong) > MAX_SHOWN:
+        lines.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
+    return lines
+
+
+def check_slot_mapping(fn: Callable[[Sequence[int], int, Sequence[int]], Sequence[int]]) -> bool:
+    """Grade ``fn(block_table, block_size, positions) -> slots`` against the reference."""
+    return grade("slot_mapping", fn, SLOT_CASES, HIDDEN_SLOT_CASES, _run_slot_mapping)
+
+
+# --- appending one token ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class AppendCase:
@@ -56,83 +195,80 @@ APPEND_CASES: tuple[AppendCase, ...] = (
 )
 
 
-def _where(slot: object, block_size: int, table: Sequence[int], num_blocks: int) -> str:
-    """Explain where a (wrong) slot lands."""
-    if not isinstance(slot, numbers.Integral) or isinstance(slot, bool):
-        return f"not an integer slot: {slot!r}"
-    block, offset = divmod(int(slot), block_size)
-    if slot < 0 or block >= num_blocks:
-        return f"block id {block} is out of range for a pool of {num_blocks} blocks"
-    if block not in table:
-        return f"lands in block {block} (offset {offset}), which this table {list(table)} does not hold"
-    return f"lands in block {block}, offset {offset}"
+def _hidden_append_cases(count: int = 100, seed: int = 3) -> list[AppendCase]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        b = rng.choice(HIDDEN_BLOCK_SIZES)
+        length = rng.randint(0, 3)
+        tokens = 0 if length == 0 else rng.choice([length * b, (length - 1) * b + 1, rng.randint((length - 1) * b + 1,
+                                                                                                 length * b)])
+        appends = rng.randint(1, 2 * b + 2)
+        needed = -(-(tokens + appends) // b) - length
+        num_blocks = length + needed + rng.randint(0, 4)
+        ids = random_table(rng, num_blocks, num_blocks)
+        table, free = ids[:length], ids[length:]
+        cases.append(AppendCase(f"hidden case {i + 1}: table {table} holds {tokens} tokens, block size {b}, "
+                                f"free list {free}; {appends} tokens arrive", tuple(table), tokens, b, tuple(free),
+                                appends, num_blocks))
+    return cases
 
 
-def check_slot_mapping(fn: Callable[[Sequence[int], int, Sequence[int]], Sequence[int]]) -> bool:
-    """Grade ``fn(block_table, block_size, positions) -> slots`` against the reference."""
-    failures: list[str] = []
-    for case in SLOT_CASES:
-        expected = reference.slot_mapping(case.block_table, case.block_size, case.positions)
+HIDDEN_APPEND_CASES = _hidden_append_cases()
+
+
+def growth_hint(before: Sequence[int], got: Sequence[object], expected: Sequence[int], position: int,
+                block_size: int) -> list[str]:
+    """Why a table should (or should not) have grown by a block at this position: the block size decides."""
+    grew, should_grow = len(got) > len(before), len(expected) > len(before)
+    if should_grow and not grew:
+        return [f"position {position} is a multiple of the block size {block_size}: "
+                + ("the table is empty" if not before else "the last block is full") + ", so the token needs a new block"]
+    if grew and not should_grow:
+        return [f"position {position} is not a multiple of the block size {block_size}: the last block still "
+                f"has {block_size - position % block_size} free slots"]
+    return []
+
+
+def _run_append_token(fn: Reader, case: AppendCase) -> list[str]:
+    exp_table, exp_free = list(case.block_table), list(case.free_blocks)
+    got_table, got_free = list(case.block_table), list(case.free_blocks)
+    b = case.block_size
+    for i in range(case.appends):
+        position = case.num_tokens + i
+        before = (list(got_table), list(got_free))
+        exp_slot = reference.append_token(exp_table, position, b, exp_free)
         try:
-            got = list(fn(list(case.block_table), case.block_size, list(case.positions)))
-        except Exception as exc:  # the learner's code may raise anything; report it, don't crash
-            failures.append(f"{case.name}: raised {type(exc).__name__}: {exc}")
-            break
-        if len(got) != len(expected):
-            failures.append(f"{case.name}: expected {len(expected)} slots, got {len(got)}")
-            continue
-        wrong = [(p, e, g) for p, e, g in zip(case.positions, expected, got, strict=True) if e != g]
-        if wrong and failures:   # the first failing case is shown in full, later ones in a line
-            failures.append(f"also wrong: {case.name} ({len(wrong)} of {len(expected)} slots)")
-        elif wrong:
-            failures.append(f"{case.name}: {len(wrong)} of {len(expected)} slots wrong")
-            failures.append(f"  {'position':>8} {'expected':>8} {'got':>8}  where 'got' lands")
-            for p, e, g in wrong[:MAX_SHOWN]:
-                where = _where(g, case.block_size, case.block_table, case.num_blocks)
-                failures.append(f"  {p:>8} {e:>8} {g!s:>8}  {where}")
-            if len(wrong) > MAX_SHOWN:
-                failures.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
-    return report("slot_mapping", failures)
+            got_slot = fn(got_table, position, b, got_free)
+        except Raised as exc:
+            return [f"token at position {position}, starting from table {before[0]}, free list {before[1]}: "
+                    f"{exc}{_index_hint(exc, b, before[0])}"]
+        diff = []
+        slot = as_int(got_slot)
+        table = [as_int(x) for x in got_table]
+        if slot != exp_slot:
+            other = other_block_size(slot, exp_table[-1], position, b) if table == exp_table else None
+            lands = (f"the slot at block size {other}, but the block size here is {b}" if other is not None
+                     else where(got_slot, b, got_table, case.num_blocks))
+            diff.append(f"slot: expected {exp_slot}, got {short(got_slot)} ({lands})")
+        if table != exp_table:
+            diff.append(f"block table: expected {exp_table}, got {got_table}")
+            outside = [x for x in table if x is None or not 0 <= x < case.num_blocks]
+            if outside:
+                diff.append(f"block ids {outside} are out of range for a pool of {case.num_blocks} blocks")
+            never_free = [x for x in table if x not in case.block_table and x not in case.free_blocks]
+            if never_free and not outside:
+                diff.append(f"block ids {never_free} were never free: another request holds them")
+            diff += growth_hint(before[0], table, exp_table, position, b)
+        if [as_int(x) for x in got_free] != exp_free:
+            diff.append(f"free list: expected {exp_free}, got {got_free}")
+        if diff:   # later steps start from a wrong state; the first difference is the lesson
+            return [f"token at position {position}, starting from table {before[0]}, free list {before[1]}:"] + \
+                ["  " + line for line in diff]
+    return []
 
 
 def check_append_token(fn: Callable[[list[int], int, int, list[int]], int]) -> bool:
     """Grade ``fn(block_table, num_tokens, block_size, free_blocks) -> slot``, called once per
     new token; it must update the table and the free list in place."""
-    failures: list[str] = []
-    for case in APPEND_CASES:
-        exp_table, exp_free = list(case.block_table), list(case.free_blocks)
-        got_table, got_free = list(case.block_table), list(case.free_blocks)
-        for i in range(case.appends):
-            position = case.num_tokens + i
-            before = (list(got_table), list(got_free))
-            exp_slot = reference.append_token(exp_table, position, case.block_size, exp_free)
-            try:
-                got_slot = fn(got_table, position, case.block_size, got_free)
-            except Exception as exc:  # report the learner's exception as a failure
-                failures.append(f"{case.name}: token at position {position}: raised {type(exc).__name__}: {exc}")
-                return report("append_token", failures)
-            diff = []
-            if got_slot != exp_slot:
-                where = _where(got_slot, case.block_size, got_table, case.num_blocks)
-                diff.append(f"slot: expected {exp_slot}, got {got_slot} ({where})")
-            if got_table != exp_table:
-                diff.append(f"block table: expected {exp_table}, got {got_table}")
-                outside = [b for b in got_table if not isinstance(b, int) or not 0 <= b < case.num_blocks]
-                if outside:
-                    diff.append(f"block ids {outside} are out of range for a pool of {case.num_blocks} blocks")
-                never_free = [b for b in got_table if b not in case.block_table and b not in case.free_blocks]
-                if never_free and not outside:
-                    diff.append(f"block ids {never_free} were never free: another request holds them")
-            if got_free != exp_free:
-                diff.append(f"free list: expected {exp_free}, got {got_free}")
-            if diff and failures:   # the first failing case is shown in full, later ones in a line
-                failures.append(f"also wrong: {case.name} (from the token at position {position})")
-                break
-            if diff:
-                failures.append(f"{case.name}")
-                failures.append(f"  token at position {position}, starting from table {before[0]}, "
-                                f"free list {before[1]}:")
-                failures += ["    " + line for line in diff]
-                break   # later steps start from a wrong state; the first difference is the lesson
-    return report("append_token", failures)
-
+    return grade("append_token", fn, APPEND_CASES, HIDDEN_APPEND_CASES, _run_append_token)

@@ -6,15 +6,18 @@ copying a *full* shared block (it is never written again, so a new block is enou
 forgetting to drop the reference to the shared block, and writing the new token into the
 shared block anyway. For the prefix lookup: hitting the whole prompt (nothing left to
 compute), matching a block by its own tokens instead of its whole prefix, and jumping over
-a missing block.
+a missing block. Hidden random cases (:mod:`.grading`) replay forks and prefix lookups at
+block sizes other than the chapter's 4, most of them not powers of two.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from . import report
+from .ch2 import HIDDEN_BLOCK_SIZES, growth_hint, other_block_size, random_table
+from .grading import Raised, Reader, as_int, as_int_list, grade, short
 from .solutions import ch7 as reference
 
 
@@ -51,6 +54,92 @@ def _ref_counts(case: CowCase) -> list[int]:
     return counts
 
 
+def _hidden_cow_cases(count: int = 80, seed: int = 9) -> list[CowCase]:
+    """A parent forked into one or two children (sometimes next to an unrelated sequence), then random appends."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        b = rng.choice(HIDDEN_BLOCK_SIZES)
+        n = rng.choice([1, b, b + 1, 2 * b, rng.randint(1, 3 * b)])
+        names = ["parent"] + [f"child{k + 1}" for k in range(rng.randint(1, 2))]
+        other = rng.choice([0, 0, rng.randint(1, 2 * b)])
+        appends = tuple(rng.choice(names + (["other"] if other else [])) for _ in range(rng.randint(3, 8)))
+        used = -(-n // b) + -(-other // b)
+        num_blocks = used + len(appends) + rng.randint(0, 2)
+        ids = random_table(rng, num_blocks, num_blocks)
+        parent = tuple(ids[: -(-n // b)])
+        mine = tuple(ids[len(parent):used])
+        tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
+        cases.append(CowCase(f"hidden case {i + 1} (block size {b})", b, tables, tuple(ids[used:]), appends,
+                             num_blocks))
+    return cases
+
+
+HIDDEN_COW_CASES = _hidden_cow_cases()
+
+
+def _as_copy(x: object) -> tuple[int, int] | None | str:
+    """The copy as (source, destination), None, or the text of what it is instead."""
+    if x is None:
+        return None
+    pair, _ = as_int_list(x) if isinstance(x, (tuple, list)) else (None, "")
+    return (pair[0], pair[1]) if pair is not None and len(pair) == 2 else short(x)
+
+
+def _run_cow(fn: Reader, case: CowCase) -> list[str]:
+    b = case.block_size
+    exp = ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks))
+    got = ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks))
+    lengths = {s: n for s, _, n in case.tables}
+    for seq in case.appends:
+        n = lengths[seq]
+        before = (list(got[0][seq]), list(got[1]), list(got[2]))
+        step = (f"{seq} appends token {n} (block size {b}) to table {before[0]}, "
+                f"ref counts {before[1]}, free list {before[2]}")
+        exp_slot, exp_copy = reference.append_with_cow(exp[0][seq], n, b, exp[1], exp[2])
+        try:
+            result = fn(got[0][seq], n, b, got[1], got[2])
+        except Raised as exc:
+            return [f"{step}: {exc}"]
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            return [f"{step}: expected (slot, copy), got {short(result)}"]
+        got_slot, got_copy = as_int(result[0]), _as_copy(result[1])
+        lengths[seq] += 1
+        diff = []
+        last = before[0][-1] if before[0] else None
+        if got_copy != exp_copy:
+            why = ""
+            if exp_copy is None and before[0] and n % b == 0:
+                why = (f"  (token {n} is a multiple of the block size {b}: the last block is full and never written "
+                       f"again, so a new block is enough and nothing needs copying)")
+            elif exp_copy is None and last is not None and before[1][last] == 1:
+                why = f"  (nobody else holds block {last}: append in place)"
+            elif exp_copy is not None:
+                why = (f"  (block {last} is shared, ref count {before[1][last]}, and only {n % b} of its {b} slots "
+                       f"are filled: the token must go into a copy)")
+            diff.append(f"copy: expected {exp_copy}, got {got_copy}{why}")
+        table = [as_int(x) for x in got[0][seq]]
+        if got_slot != exp_slot:
+            shared = got_slot // b if got_slot is not None else None
+            other = other_block_size(got_slot, exp[0][seq][-1], n, b) if table == exp[0][seq] else None
+            note = (f"  (block {shared} is shared: the other sequences would see this token)"
+                    if shared is not None and 0 <= shared < case.num_blocks and before[1][shared] > 1 else "")
+            if other is not None:
+                note = f"  (the slot at block size {other}, but the block size here is {b})"
+            diff.append(f"slot: expected {exp_slot}, got {short(result[0])}{note}")
+        if table != exp[0][seq]:
+            diff.append(f"{seq}'s block table: expected {exp[0][seq]}, got {got[0][seq]}")
+            diff += growth_hint(before[0], table, exp[0][seq], n, b)
+        if [as_int(x) for x in got[1]] != exp[1]:
+            wrong = [k for k, (e, g) in enumerate(zip(exp[1], got[1])) if e != g]
+            diff.append(f"reference counts: expected {exp[1]}, got {got[1]} (blocks {wrong} differ)")
+        if [as_int(x) for x in got[2]] != exp[2]:
+            diff.append(f"free list: expected {exp[2]}, got {got[2]}")
+        if diff:   # later steps start from a wrong state; the first difference is the lesson
+            return [f"{step}:"] + ["  " + line for line in diff]
+    return []
+
+
 def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int]],
                                        tuple[int, tuple[int, int] | None]]) -> bool:
     """Grade ``fn(block_table, num_tokens, block_size, ref_counts, free_blocks) -> (slot, copy)``.
@@ -58,46 +147,7 @@ def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int
     ``fn`` stores token number ``num_tokens`` and must update the table, the reference counts
     and the free list in place, returning the slot and the ``(source, destination)`` copy or None.
     """
-    failures: list[str] = []
-    for case in COW_CASES:
-        exp = ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks))
-        got = ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks))
-        lengths = {s: n for s, _, n in case.tables}
-        for seq in case.appends:
-            before = (list(got[0][seq]), list(got[1]), list(got[2]))
-            exp_slot, exp_copy = reference.append_with_cow(exp[0][seq], lengths[seq], case.block_size, exp[1], exp[2])
-            try:
-                got_slot, got_copy = fn(got[0][seq], lengths[seq], case.block_size, got[1], got[2])
-            except Exception as exc:  # the learner's code may raise anything; report it, don't crash
-                failures.append(f"{case.name}: {seq} appending token {lengths[seq]}: raised {type(exc).__name__}: {exc}")
-                return report("append_with_cow", failures)
-            lengths[seq] += 1
-            diff = []
-            if got_copy != exp_copy:
-                diff.append(f"copy: expected {exp_copy}, got {got_copy}" + (
-                    "  (the last block is full: it is never written again, so nothing needs copying)"
-                    if exp_copy is None and before[0] and lengths[seq] - 1 == len(before[0]) * case.block_size else ""))
-            if got_slot != exp_slot:
-                shared = got_slot // case.block_size if isinstance(got_slot, int) else None
-                note = (f"  (block {shared} is shared: the other sequences would see this token)"
-                        if shared is not None and 0 <= shared < case.num_blocks and before[1][shared] > 1 else "")
-                diff.append(f"slot: expected {exp_slot}, got {got_slot}{note}")
-            if got[0][seq] != exp[0][seq]:
-                diff.append(f"{seq}'s block table: expected {exp[0][seq]}, got {got[0][seq]}")
-            if got[1] != exp[1]:
-                wrong = [b for b, (e, g) in enumerate(zip(exp[1], got[1])) if e != g]
-                diff.append(f"reference counts: expected {exp[1]}, got {got[1]} (blocks {wrong} differ)")
-            if got[2] != exp[2]:
-                diff.append(f"free list: expected {exp[2]}, got {got[2]}")
-            if diff:
-                failures.append(case.name)
-                failures.append(f"  {seq} appends token {lengths[seq] - 1} to table {before[0]}, "
-                                f"ref counts {before[1]}, free list {before[2]}:")
-                failures += ["    " + line for line in diff]
-                break   # later steps start from a wrong state; the first difference is the lesson
-        if failures:
-            break
-    return report("append_with_cow", failures)
+    return grade("append_with_cow", fn, COW_CASES, HIDDEN_COW_CASES, _run_cow)
 
 
 # --- the longest cached prefix -------------------------------------------------------------------
@@ -136,24 +186,62 @@ PREFIX_CASES: tuple[PrefixCase, ...] = (
 )
 
 
+def _hidden_prefix_cases(count: int = 120, seed: int = 10) -> list[PrefixCase]:
+    """Prompts over a tiny vocabulary (so that blocks' own tokens repeat), cached neighbours, evictions."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        b = rng.choice(HIDDEN_BLOCK_SIZES)
+        vocab = rng.randint(2, 4)
+        base = [rng.randrange(vocab) for _ in range(rng.randint(0, 5 * b))]
+        cache: dict[tuple[int, ...], int] = {}
+        ids = iter(random_table(rng, 64, 64))
+        for _ in range(rng.randint(1, 3)):
+            seq = base[: rng.randint(0, len(base))] + [rng.randrange(vocab) for _ in range(rng.randint(0, 3 * b))]
+            for end in range(b, len(seq) + 1, b):
+                cache.setdefault(tuple(seq[:end]), next(ids))
+        for key in rng.sample(sorted(cache), min(len(cache), rng.choice([0, 0, 1, 2]))):
+            del cache[key]
+        cut = rng.choice([rng.randint(0, len(base)), len(base) // b * b])
+        prompt = base[:cut] + [rng.randrange(vocab) for _ in range(rng.choice([0, 1, rng.randint(0, 2 * b)]))]
+        prompt = prompt or [rng.randrange(vocab)]
+        cases.append(PrefixCase(f"hidden case {i + 1}", tuple(prompt), b, tuple(cache.items())))
+    return cases
+
+
+HIDDEN_PREFIX_CASES = _hidden_prefix_cases()
+
+
+def _hits_along(case: PrefixCase) -> str:
+    """What the cache holds for each full-block prefix of the prompt: the context a wrong answer needs."""
+    cache = dict(case.cache)
+    steps = [f"tokens 0..{end - 1} -> {cache.get(tuple(case.token_ids[:end]), 'miss')}"
+             for end in range(case.block_size, len(case.token_ids) + 1, case.block_size)]
+    return "; ".join(steps[:8]) + ("; ..." if len(steps) > 8 else "") if steps else "no full block"
+
+
+def _run_prefix(fn: Reader, case: PrefixCase) -> list[str]:
+    cache = dict(case.cache)
+    expected = reference.cached_prefix_blocks(case.token_ids, case.block_size, cache)
+    got, problem = as_int_list(fn(list(case.token_ids), case.block_size, dict(cache)), "block id")
+    if got is None:
+        return [problem]
+    if got == expected:
+        return []
+    hit = len(got) * case.block_size
+    why = ""
+    if hit >= len(case.token_ids):
+        why = f"  ({hit} of {len(case.token_ids)} tokens hit: nothing is left to compute the logits from)"
+    elif len(got) > len(expected):
+        why = ("  (a block is usable only if every block before it is cached too: its K/V depend on "
+               "the whole prefix)")
+    prompt = short(list(case.token_ids), 80)
+    return [f"prompt {prompt} ({len(case.token_ids)} tokens), block size {case.block_size}, "
+            f"{len(cache)} cache entries",
+            f"the cache along this prompt: {_hits_along(case)}",
+            f"expected blocks {expected}, got {got}{why}"]
+
+
 def check_cached_prefix_blocks(fn: Callable[[list[int], int, Mapping[tuple[int, ...], int]], Sequence[int]]) -> bool:
-    """Grade ``fn(token_ids, block_size, cache) -> block ids`` on the cases above."""
-    failures: list[str] = []
-    for case in PREFIX_CASES:
-        cache = dict(case.cache)
-        expected = reference.cached_prefix_blocks(case.token_ids, case.block_size, cache)
-        try:
-            got = list(fn(list(case.token_ids), case.block_size, dict(cache)))
-        except Exception as exc:  # report the learner's exception as a failure
-            failures.append(f"{case.name}: raised {type(exc).__name__}: {exc}")
-            break
-        if got != expected:
-            hit = len(got) * case.block_size
-            why = ""
-            if hit >= len(case.token_ids):
-                why = f"  ({hit} of {len(case.token_ids)} tokens hit: nothing is left to compute the logits from)"
-            elif len(got) > len(expected):
-                why = ("  (a block is usable only if every block before it is cached too: its K/V depend on "
-                       "the whole prefix)")
-            failures.append(f"{case.name}: expected blocks {expected}, got {got}{why}")
-    return report("cached_prefix_blocks", failures)
+    """Grade ``fn(token_ids, block_size, cache) -> block ids`` on the chapter's cases and hidden ones."""
+    return grade("cached_prefix_blocks", fn, PREFIX_CASES, HIDDEN_PREFIX_CASES, _run_prefix)

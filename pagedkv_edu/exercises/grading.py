@@ -1,0 +1,217 @@
+"""What every grader shares: shown and hidden cases, the unsolved stub, values judged not spellings.
+
+A grader runs the reader's function on the cases the chapter talks about (the *shown* cases)
+and then on seeded random *hidden* cases, so that neither a table of the shown answers nor a
+trick that only works at the chapter's block size can pass. Only the first failing case is
+printed, in full; the others are counted, and a hidden case's inputs appear only when it is
+the first to fail. A stub (it raises ``NotImplementedError``, returns None, or, for a grader of
+a single number, returns the same thing whatever it is given) gets a neutral "not solved yet"
+and no case list, so a notebook committed with its stub shows no answers.
+
+Answers are judged by value: ``np.int64(7)``, ``7.0`` and ``torch.tensor(7)`` are all 7, and
+``np.True_`` is True. Where a type really matters, as a tensor's dtype does, the grader says so.
+"""
+
+from __future__ import annotations
+
+import numbers
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import torch
+
+from . import report
+
+
+class NotSolved(Exception):
+    """The reader's function is still the stub; the message says how it showed."""
+
+
+class Raised(Exception):
+    """The reader's function raised ``error``; graders catch it to add context (which step)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(describe_exception(error))
+        self.error = error
+
+
+def describe_exception(error: BaseException) -> str:
+    """``ZeroDivisionError: division by zero, at `return 1 / 0``` (the line the reader's code raised on)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    line = frames[-1].line if frames else ""
+    where = f", at `{line.strip()}`" if line and len(line) < 120 else ""
+    return f"raised {type(error).__name__}: {error}{where}"
+
+
+class Case(Protocol):
+    name: str
+
+
+C = TypeVar("C", bound=Case)
+
+
+class Reader:
+    """The reader's function, called through this wrapper so the grader sees stubs and exceptions."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.calls = 0
+        self.results: list[Any] = []
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        try:
+            result = self.fn(*args)
+        except NotImplementedError as exc:
+            if self.calls == 1:
+                raise NotSolved("it raises NotImplementedError") from exc
+            raise Raised(exc) from exc
+        except Exception as exc:  # the reader's code may raise anything: it is a failure, not a crash
+            raise Raised(exc) from exc
+        if len(self.results) < 64:
+            self.results.append(result)
+        return result
+
+
+def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequence[C],
+          run: Callable[[Reader, C], list[str]], *, constant_is_stub: bool = False) -> bool:
+    """Run ``run(reader, case)`` (which returns what is wrong, or []) on every case; print the verdict.
+
+    ``constant_is_stub``: for graders of one number, an answer that is the same for every shown
+    case (``return False``, ``return -1``) is a stub, not an attempt.
+    """
+    reader = Reader(fn)
+    failing: list[tuple[C, list[str]]] = []   # the failing shown cases
+    try:
+        for case in shown:
+            lines = _run_one(run, reader, case)
+            if lines:
+                failing.append((case, lines))
+        if failing and reader.results and all(r is None for r in reader.results):
+            raise NotSolved("it returns None")
+        if constant_is_stub and failing and len(reader.results) == reader.calls and len(shown) > 2:
+            first = reader.results[0]
+            if all(type(r) is type(first) and _same(r, first) for r in reader.results):
+                raise NotSolved(f"it returns {first!r} whatever it is given")
+    except NotSolved as stub:
+        return report(name, [], not_solved=str(stub))
+    hidden_failing: list[tuple[C, list[str]]] = []   # only the first is kept
+    hidden_count = 0
+    for case in hidden:
+        try:
+            lines = _run_one(run, reader, case)
+        except NotSolved as exc:   # NotImplementedError on a later call: a failure like any other
+            lines = [str(exc)]
+        if lines:
+            hidden_count += 1
+            if not hidden_failing:
+                hidden_failing.append((case, lines))
+    if not failing and not hidden_failing:
+        return report(name, [], shown=len(shown), hidden=len(hidden))
+    (case, lines) = (failing or hidden_failing)[0]
+    out = [f"{case.name}:"] + ["  " + line for line in lines]
+    also = [f'"{c.name}"' for c, _ in failing[1:]]
+    others_hidden = hidden_count - (0 if failing else 1)
+    if others_hidden:
+        also.append(f"{others_hidden} of {len(hidden)} hidden cases")
+    if also:
+        out.append("also wrong: " + ", ".join(also))
+    return report(name, out)
+
+
+def _run_one(run: Callable[[Reader, C], list[str]], reader: Reader, case: C) -> list[str]:
+    try:
+        return run(reader, case)
+    except Raised as exc:
+        return [str(exc)]
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:   # an array's == is not a bool: not a constant we can judge
+        return False
+
+
+# --- values, not spellings -------------------------------------------------------------------------
+
+def as_int(x: Any) -> int | None:
+    """The whole number ``x`` stands for (int, numpy integer, whole float, one-element tensor), else None.
+
+    A bool is not a count, so True is not 1 here.
+    """
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        if x.ndim != 0 or x.dtype in (torch.bool, np.bool_):
+            return None
+        return as_int(x.item())
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        f = float(x)
+        return int(f) if f == f and abs(f) != float("inf") and f.is_integer() else None
+    return None
+
+
+def as_bool(x: Any) -> bool | None:
+    """True or False for a Python, numpy or 0-d tensor bool; None for anything else (1 is not a bool)."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (torch.Tensor, np.ndarray)) and x.ndim == 0 and x.dtype in (torch.bool, np.bool_):
+        return bool(x.item())
+    return None
+
+
+def as_int_list(x: Any, what: str = "value") -> tuple[list[int] | None, str]:
+    """``x`` as a list of whole numbers, or (None, why not). Tensors and arrays need an integer dtype."""
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        if x.ndim != 1:
+            return None, f"expected a flat list of {what}s, got a tensor of shape {tuple(x.shape)}"
+        if len(x) == 0:
+            return [], ""
+        if isinstance(x, torch.Tensor) and (x.dtype.is_floating_point or x.dtype == torch.bool) or \
+                isinstance(x, np.ndarray) and x.dtype.kind not in "iu":
+            return None, (f"expected integer {what}s, got a tensor of dtype {x.dtype} "
+                          f"(give it an integer dtype, e.g. torch.long)")
+        return [int(v) for v in x.tolist()], ""
+    if x is None or isinstance(x, (str, bytes, dict)) or not isinstance(x, Iterable):
+        return None, f"expected a list of {what}s, got {short(x)}"
+    out = []
+    for i, v in enumerate(x):
+        n = as_int(v)
+        if n is None:
+            return None, f"item {i} is {short(v)}, not a whole-number {what}"
+        out.append(n)
+    return out, ""
+
+
+def short(x: Any, limit: int = 60) -> str:
+    """A repr short enough for one line of a diff."""
+    text = repr(x)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def span(values: Sequence[int]) -> str:
+    """``0..40`` for a run of consecutive numbers, else the list, shortened."""
+    values = list(values)
+    if not values:
+        return "[] (none)"
+    if len(values) > 2 and values == list(range(values[0], values[0] + len(values))):
+        return f"{values[0]}..{values[-1]}"
+    return short(values, 80)
+
+
+class ArgsCase:
+    """A case that is just a name and the arguments the reader's function is called with."""
+
+    __slots__ = ("name", "args")
+
+    def __init__(self, name: str, args: tuple[Any, ...]) -> None:
+        self.name = name
+        self.args = args
+
+    def __repr__(self) -> str:
+        return f"ArgsCase({self.name!r}, {self.args!r})"
