@@ -1,27 +1,38 @@
-"""Chapter 2's graders accept the solutions and reject the usual wrong answers, with a useful diff."""
+"""Chapter 2's graders accept right answers in any style, reject the usual wrong ones, and say why."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
+import torch
 
 from pagedkv_edu.block_pool import BlockPool
 from pagedkv_edu.block_table import BlockTable
-from pagedkv_edu.exercises.ch2 import APPEND_CASES, SLOT_CASES, check_append_token, check_slot_mapping
+from pagedkv_edu.exercises.ch2 import (
+    APPEND_CASES,
+    HIDDEN_APPEND_CASES,
+    HIDDEN_SLOT_CASES,
+    SLOT_CASES,
+    check_append_token,
+    check_slot_mapping,
+)
 from pagedkv_edu.exercises.solutions.ch2 import append_token, slot_mapping
 
+B = 16   # the notebook's global block size, which a solution may use by mistake
 
-# --- the solutions agree with the package's BlockTable ------------------------------------
+
+# --- the solution agrees with the package's BlockTable, on the hidden cases too -------------------
 def test_slot_mapping_solution_matches_block_table() -> None:
-    for case in SLOT_CASES:
+    for case in SLOT_CASES + tuple(HIDDEN_SLOT_CASES):
         table = BlockTable(case.block_size, list(case.block_table), len(case.block_table) * case.block_size)
         assert slot_mapping(case.block_table, case.block_size, case.positions) == [
             table.slot(p) for p in case.positions]
 
 
 def test_append_token_solution_matches_block_table() -> None:
-    for case in APPEND_CASES:
+    for case in APPEND_CASES + tuple(HIDDEN_APPEND_CASES[:30]):
         # The case's own blocks are busy in the pool; its free list is the pool's free queue.
         pool = BlockPool.from_free_order(case.num_blocks, case.block_size, list(case.free_blocks))
         table = BlockTable(case.block_size, list(case.block_table), case.num_tokens)
@@ -33,61 +44,125 @@ def test_append_token_solution_matches_block_table() -> None:
             assert slot == table.slot(case.num_tokens + i)
 
 
-# --- the checkers ---------------------------------------------------------------------------
-def test_checkers_accept_the_solutions(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_slot_mapping(slot_mapping) is True
-    assert check_append_token(append_token) is True
-    out = capsys.readouterr().out
-    assert "✓ slot_mapping: passed" in out and "✓ append_token: passed" in out
+def test_hidden_cases_cover_the_edges() -> None:
+    sizes = {c.block_size for c in HIDDEN_SLOT_CASES}
+    assert {3, 5, 6, 12} <= sizes
+    lengths = {len(c.positions) for c in HIDDEN_SLOT_CASES}
+    assert {0, 1} <= lengths
+    assert any(len(c.positions) == len(c.block_table) * c.block_size > 0 for c in HIDDEN_SLOT_CASES)
+    assert {3, 5, 6, 12} <= {c.block_size for c in HIDDEN_APPEND_CASES}
+    assert any(c.num_tokens == 0 for c in HIDDEN_APPEND_CASES)
+    assert any(c.num_tokens > 0 and c.num_tokens % c.block_size == 0 for c in HIDDEN_APPEND_CASES)
 
 
-def _forgot_times_b(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
-    return [t[p // b] + p % b for p in ps]
+# --- slot_mapping ---------------------------------------------------------------------------------
+_SLOT_KEY = {(c.block_table, c.block_size, c.positions): slot_mapping(c.block_table, c.block_size, c.positions)
+             for c in SLOT_CASES}
 
 
-def _contiguous(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
-    return list(ps)
+def _slot_answer_key(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
+    return _SLOT_KEY.get((tuple(t), b, tuple(ps)), list(ps))
 
 
-def _swapped_div_mod(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
-    return [t[p % b % len(t)] * b + p // b for p in ps]
+def _slot_bit_trick(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
+    s = b.bit_length() - 1
+    return [(t[p >> s] << s) | (p & (b - 1)) for p in ps]
 
 
-def _off_by_one_block(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
-    return [t[min(p // b + (p % b == b - 1), len(t) - 1)] * b + p % b for p in ps]
+SLOT_WRONG = {
+    "forgot * B": lambda t, b, ps: [t[p // b] + p % b for p in ps],
+    "contiguous": lambda t, b, ps: list(ps),
+    "swapped div and mod": lambda t, b, ps: [t[p % b % len(t)] * b + p // b for p in ps],
+    "off by one block": lambda t, b, ps: [t[min(p // b + (p % b == b - 1), len(t) - 1)] * b + p % b for p in ps],
+    "global B = 16": lambda t, b, ps: [t[p // B] * B + p % B for p in ps],
+    "bit trick": _slot_bit_trick,
+    "mask for mod": lambda t, b, ps: [t[p // b] * b + (p & (b - 1)) for p in ps],
+    "answer key": _slot_answer_key,
+    "float tensor": lambda t, b, ps: torch.tensor(slot_mapping(t, b, ps), dtype=torch.float32),
+    "one short": lambda t, b, ps: slot_mapping(t, b, ps)[:-1],
+}
 
 
-def _not_implemented(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
-    raise NotImplementedError("your turn")
+def _slot_numpy(t: Sequence[int], b: int, ps: Sequence[int]) -> np.ndarray:
+    p = np.asarray(ps, dtype=np.int64)
+    return np.asarray(t, dtype=np.int64)[p // b] * b + p % b
 
 
-@pytest.mark.parametrize("broken", [_forgot_times_b, _contiguous, _swapped_div_mod, _off_by_one_block,
-                                    _not_implemented])
-def test_slot_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_slot_mapping(broken) is False
-    out = capsys.readouterr().out
-    assert out.startswith("✗ slot_mapping: failed")
+def _slot_torch(t: Sequence[int], b: int, ps: Sequence[int]) -> torch.Tensor:
+    p = torch.tensor(ps, dtype=torch.long)
+    return torch.tensor(t, dtype=torch.long)[torch.div(p, b, rounding_mode="floor")] * b + p % b
+
+
+def _slot_divmod_loop(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
+    out = []
+    for p in ps:
+        block, offset = divmod(p, b)
+        out.append(t[block] * b + offset)
+    return out
+
+
+SLOT_RIGHT = {"reference": slot_mapping, "numpy": _slot_numpy, "torch": _slot_torch, "divmod loop": _slot_divmod_loop,
+              "whole floats": lambda t, b, ps: [float(s) for s in slot_mapping(t, b, ps)]}
+
+
+@pytest.mark.parametrize("name", SLOT_RIGHT)
+def test_slot_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_slot_mapping(SLOT_RIGHT[name]) is True
+    assert "✓ slot_mapping: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", SLOT_WRONG)
+def test_slot_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_slot_mapping(SLOT_WRONG[name]) is False
+    assert capsys.readouterr().out.startswith("✗ slot_mapping: failed")
 
 
 def test_slot_checker_diff_names_the_position_and_the_foreign_block(capsys: pytest.CaptureFixture[str]) -> None:
-    check_slot_mapping(_forgot_times_b)
+    check_slot_mapping(lambda t, b, ps: [(t[p // b] + 3) * b + p % b for p in ps])
     out = capsys.readouterr().out
-    # position 0 of seed 000: expected 7*16 = 112, got 7, which is block 0: not this table's.
-    assert "       0      112        7  lands in block 0 (offset 7), which this table [7, 3, 12] does not hold" in out
-    assert "also wrong: seed 004" in out
+    # position 0 of seed 000: expected 7*16 = 112, got 10*16 = 160, block 10: not this table's.
+    assert "       0      112      160  lands in block 10 (offset 0), which this table [7, 3, 12] does not hold" in out
+    assert 'also wrong: "seed 004' in out
 
 
-def test_slot_checker_names_out_of_range_block_ids(capsys: pytest.CaptureFixture[str]) -> None:
-    check_slot_mapping(lambda t, b, ps: [(t[p // b] + 100) * b + p % b for p in ps])
+def test_slot_checker_blames_the_block_size(capsys: pytest.CaptureFixture[str]) -> None:
+    check_slot_mapping(SLOT_WRONG["global B = 16"])
     out = capsys.readouterr().out
-    assert "block id 107 is out of range for a pool of 16 blocks" in out
+    assert "these are the slots block size 16 would give, but the block size here is 4" in out
+    assert "out of range" not in out
+    check_slot_mapping(_slot_bit_trick)
+    out = capsys.readouterr().out
+    assert "hidden case" in out and "block size here is 10, not a power of two" in out
+    check_slot_mapping(SLOT_WRONG["mask for mod"])
+    assert "equal p // B, p % B and * B only when B is a power of two" in capsys.readouterr().out
+    check_slot_mapping(SLOT_WRONG["forgot * B"])
+    assert "must be multiplied by the block size" in capsys.readouterr().out
 
 
-def test_slot_checker_reports_wrong_lengths(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_slot_mapping(lambda t, b, ps: slot_mapping(t, b, ps)[:-1]) is False
-    assert "expected 41 slots, got 40" in capsys.readouterr().out
+def test_slot_checker_names_the_dtype_and_wrong_lengths(capsys: pytest.CaptureFixture[str]) -> None:
+    check_slot_mapping(SLOT_WRONG["float tensor"])
+    assert "got a tensor of dtype torch.float32" in capsys.readouterr().out
+    check_slot_mapping(SLOT_WRONG["one short"])
+    assert "expected 41 slots (one per position), got 40" in capsys.readouterr().out
 
 
+def test_slot_checker_answer_key_fails_on_a_hidden_case_shown_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    check_slot_mapping(_slot_answer_key)
+    out = capsys.readouterr().out
+    assert out.count("hidden case ") == 1 and "of 150 hidden cases" in out and "seed" not in out
+
+
+def test_slot_checker_stub_shows_no_cases(capsys: pytest.CaptureFixture[str]) -> None:
+    def stub(t: Sequence[int], b: int, ps: Sequence[int]) -> list[int]:
+        raise NotImplementedError("your turn")
+
+    assert check_slot_mapping(stub) is False
+    out = capsys.readouterr().out
+    assert out.startswith("○ slot_mapping: not solved yet (it raises NotImplementedError)")
+    assert "seed" not in out and "expected" not in out
+
+
+# --- append_token ---------------------------------------------------------------------------------
 def _allocates_one_token_early(t: list[int], n: int, b: int, free: list[int]) -> int:
     if not t or n % b == b - 1:
         t.append(free.pop(0))
@@ -113,15 +188,79 @@ def _slot_without_times_b(t: list[int], n: int, b: int, free: list[int]) -> int:
 
 
 def _returns_slot_but_keeps_state(t: list[int], n: int, b: int, free: list[int]) -> int:
-    t2, f2 = list(t), list(free)
-    return append_token(t2, n, b, f2)
+    return append_token(list(t), n, b, list(free))
 
 
-@pytest.mark.parametrize("broken", [_allocates_one_token_early, _takes_the_back_of_the_free_list,
-                                    _does_not_remove_the_block, _slot_without_times_b,
-                                    _returns_slot_but_keeps_state])
-def test_append_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_append_token(broken) is False
+def _append_bit_trick(t: list[int], n: int, b: int, free: list[int]) -> int:
+    if n & (b - 1) == 0:
+        t.append(free.pop(0))
+    return t[-1] * b + (n & (b - 1))
+
+
+def _append_global_b(t: list[int], n: int, b: int, free: list[int]) -> int:
+    if n % B == 0:
+        t.append(free.pop(0))
+    return t[-1] * B + n % B
+
+
+_APPEND_KEY: dict[tuple[tuple[int, ...], int, int, tuple[int, ...]], tuple[int, list[int], list[int]]] = {}
+for _case in APPEND_CASES:
+    _t, _f = list(_case.block_table), list(_case.free_blocks)
+    for _i in range(_case.appends):
+        _key = (tuple(_t), _case.num_tokens + _i, _case.block_size, tuple(_f))
+        _slot = append_token(_t, _case.num_tokens + _i, _case.block_size, _f)
+        _APPEND_KEY[_key] = (_slot, list(_t), list(_f))
+
+
+def _append_answer_key(t: list[int], n: int, b: int, free: list[int]) -> int:
+    """Replays the harvested walk-throughs; elsewhere it only allocates for an empty table."""
+    hit = _APPEND_KEY.get((tuple(t), n, b, tuple(free)))
+    if hit:
+        t[:], free[:] = hit[1], hit[2]
+        return hit[0]
+    if not t:
+        t.append(free.pop(0))
+    return t[-1] * b + n % b
+
+
+APPEND_WRONG = {f.__name__: f for f in (_allocates_one_token_early, _takes_the_back_of_the_free_list,
+                                        _does_not_remove_the_block, _slot_without_times_b,
+                                        _returns_slot_but_keeps_state, _append_bit_trick, _append_global_b,
+                                        _append_answer_key)}
+
+
+def _append_capacity(t: list[int], n: int, b: int, free: list[int]) -> int:
+    if len(t) * b == n:    # every slot of the table is taken
+        t.append(free.pop(0))
+    block, offset = divmod(n, b)
+    return t[block] * b + offset
+
+
+def _append_numpy(t: list[int], n: int, b: int, free: list[int]) -> np.int64:
+    if np.remainder(n, b) == 0:
+        t.append(int(free.pop(0)))
+    return np.int64(t[-1]) * b + np.remainder(n, b)
+
+
+def _append_torch(t: list[int], n: int, b: int, free: list[int]) -> torch.Tensor:
+    if n % b == 0:
+        t.append(free.pop(0))
+    return torch.tensor(t[-1]) * b + n % b
+
+
+APPEND_RIGHT = {"reference": append_token, "capacity": _append_capacity, "numpy": _append_numpy,
+                "torch": _append_torch}
+
+
+@pytest.mark.parametrize("name", APPEND_RIGHT)
+def test_append_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_append_token(APPEND_RIGHT[name]) is True
+    assert "✓ append_token: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", APPEND_WRONG)
+def test_append_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_append_token(APPEND_WRONG[name]) is False
     assert capsys.readouterr().out.startswith("✗ append_token: failed")
 
 
@@ -131,7 +270,17 @@ def test_append_checker_diff_shows_the_first_wrong_token(capsys: pytest.CaptureF
     assert "token at position 7, starting from table [7, 1], free list [3, 0, 2, 4, 5, 6]:" in out
     assert "slot: expected 7, got 15" in out
     assert "block table: expected [7, 1], got [7, 1, 3]" in out
+    assert "position 7 is not a multiple of the block size 4: the last block still has 1 free slots" in out
     assert "free list: expected [3, 0, 2, 4, 5, 6], got [0, 2, 4, 5, 6]" in out
+
+
+def test_append_checker_blames_the_block_size(capsys: pytest.CaptureFixture[str]) -> None:
+    check_append_token(_append_bit_trick)
+    out = capsys.readouterr().out
+    assert "hidden case" in out and "is a multiple of the block size" in out
+    check_append_token(_append_global_b)
+    out = capsys.readouterr().out
+    assert "seed 004" in out and "block size 4" in out
 
 
 def test_append_checker_names_blocks_it_should_not_have_taken(capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,10 +301,18 @@ def test_append_checker_names_blocks_it_should_not_have_taken(capsys: pytest.Cap
     assert "block ids [5] were never free: another request holds them" in capsys.readouterr().out
 
 
-def test_append_checker_reports_an_exception_once(capsys: pytest.CaptureFixture[str]) -> None:
+def test_append_checker_stub_and_later_exceptions(capsys: pytest.CaptureFixture[str]) -> None:
     def not_yet(t: list[int], n: int, b: int, free: list[int]) -> int:
         raise NotImplementedError("your turn")
 
     assert check_append_token(not_yet) is False
+    assert capsys.readouterr().out.startswith("○ append_token: not solved yet")
+
+    def crashes_on_a_new_block(t: list[int], n: int, b: int, free: list[int]) -> int:
+        if n % b == 0:
+            raise ValueError("no block")
+        return append_token(t, n, b, free)
+
+    assert check_append_token(crashes_on_a_new_block) is False
     out = capsys.readouterr().out
-    assert out.count("raised NotImplementedError: your turn") == 1
+    assert out.count("raised ValueError: no block") == 1 and 'raise ValueError("no block")' in out

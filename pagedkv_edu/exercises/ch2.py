@@ -92,7 +92,7 @@ def _bit_trick_variants(table: Sequence[int], b: int, p: int) -> list[int]:
                 continue
             for base in {table[block] * b, table[block] << s}:
                 for offset in {p % b, p & (b - 1), p & ((1 << s) - 1)}:
-                    out.append(base + offset)
+                    out += [base + offset, base | offset]
     return out
 
 
@@ -136,10 +136,12 @@ def other_block_size(slot: int | None, block: int, position: int, block_size: in
 
 
 def _index_hint(exc: Raised, block_size: int, table: Sequence[int]) -> str:
-    if isinstance(exc.error, IndexError):
-        return (f" (a logical block past the end of the table {list(table)}? "
-                f"the block size here is {block_size})")
-    return ""
+    """What an IndexError in a slot computation usually means: a logical block past the table's end."""
+    if not isinstance(exc.error, IndexError):
+        return ""
+    bits = (", not a power of two: >> and & stand for // and % only for powers of two"
+            if block_size & (block_size - 1) else "")
+    return f" (a logical block past the end of the table {list(table)}? the block size here is {block_size}{bits})"
 
 
 def _run_slot_mapping(fn: Reader, case: SlotCase) -> list[str]:

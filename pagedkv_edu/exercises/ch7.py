@@ -70,7 +70,7 @@ def _hidden_cow_cases(count: int = 80, seed: int = 9) -> list[CowCase]:
         parent = tuple(ids[: -(-n // b)])
         mine = tuple(ids[len(parent):used])
         tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
-        cases.append(CowCase(f"hidden case {i + 1} (block size {b})", b, tables, tuple(ids[used:]), appends,
+        cases.append(CowCase(f"hidden case {i + 1}", b, tables, tuple(ids[used:]), appends,
                              num_blocks))
     return cases
 
