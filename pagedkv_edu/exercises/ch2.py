@@ -126,13 +126,19 @@ def diagnose_batch_slots(groups: Sequence[tuple[Sequence[int], Sequence[int], Se
     return None
 
 
-def other_block_size(slot: int | None, block: int, position: int, block_size: int) -> int | None:
-    """The usual wrong block size (the notebook's B = 16, the chapter examples' 4 or 8) at which
-    ``position`` in ``block`` has this slot, if one does. One slot is weak evidence: call this
-    only when the rest of the step (the table) is right."""
-    if slot is None:
+def explain_slot(slot: int | None, table: Sequence[int], position: int, block_size: int) -> str | None:
+    """Name the cause of one wrong slot, given the (right) table: the bit tricks, or the usual wrong
+    block size (the notebook's B = 16, the chapter examples' 4 or 8). One slot is weak evidence:
+    call this only when the rest of the step (the table) is right."""
+    if slot is None or not table:
         return None
-    return next((c for c in (16, 4, 8) if c != block_size and block * c + position % c == slot), None)
+    if block_size & (block_size - 1) and slot in _bit_trick_variants(table, block_size, position):
+        return f"p & (B - 1) and >> log2(B) are p % B and p // B only when B is a power of two; here B = {block_size}"
+    block = table[-1]
+    other = next((c for c in (16, 4, 8) if c != block_size and block * c + position % c == slot), None)
+    if other is None or block == 0:
+        return None
+    return f"the slot at block size {other}, but the block size here is {block_size}"
 
 
 def _index_hint(exc: Raised, block_size: int, table: Sequence[int]) -> str:
@@ -249,9 +255,8 @@ def _run_append_token(fn: Reader, case: AppendCase) -> list[str]:
         slot = as_int(got_slot)
         table = [as_int(x) for x in got_table]
         if slot != exp_slot:
-            other = other_block_size(slot, exp_table[-1], position, b) if table == exp_table else None
-            lands = (f"the slot at block size {other}, but the block size here is {b}" if other is not None
-                     else where(got_slot, b, got_table, case.num_blocks))
+            cause = explain_slot(slot, exp_table, position, b) if table == exp_table else None
+            lands = cause or where(got_slot, b, got_table, case.num_blocks)
             diff.append(f"slot: expected {exp_slot}, got {short(got_slot)} ({lands})")
         if table != exp_table:
             diff.append(f"block table: expected {exp_table}, got {got_table}")

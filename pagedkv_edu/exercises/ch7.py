@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .ch2 import HIDDEN_BLOCK_SIZES, growth_hint, other_block_size, random_table
+from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
 from .grading import Raised, Reader, as_int, as_int_list, grade, short
 from .solutions import ch7 as reference
 
@@ -121,11 +121,11 @@ def _run_cow(fn: Reader, case: CowCase) -> list[str]:
         table = [as_int(x) for x in got[0][seq]]
         if got_slot != exp_slot:
             shared = got_slot // b if got_slot is not None else None
-            other = other_block_size(got_slot, exp[0][seq][-1], n, b) if table == exp[0][seq] else None
+            cause = explain_slot(got_slot, exp[0][seq], n, b) if table == exp[0][seq] else None
             note = (f"  (block {shared} is shared: the other sequences would see this token)"
                     if shared is not None and 0 <= shared < case.num_blocks and before[1][shared] > 1 else "")
-            if other is not None:
-                note = f"  (the slot at block size {other}, but the block size here is {b})"
+            if cause:
+                note = f"  ({cause})"
             diff.append(f"slot: expected {exp_slot}, got {short(result[0])}{note}")
         if table != exp[0][seq]:
             diff.append(f"{seq}'s block table: expected {exp[0][seq]}, got {got[0][seq]}")
