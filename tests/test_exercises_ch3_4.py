@@ -1,58 +1,65 @@
-"""Chapters 3-4 graders accept the solutions and reject the usual wrong answers, with a useful diff."""
+"""Chapters 3-4 graders accept right answers in any style, reject the usual wrong ones, and say why."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 import torch
 
 from pagedkv_edu.attention import gather_kv as package_gather_kv
 from pagedkv_edu.exercises.ch3_4 import (
     GATHER_CASES,
+    HIDDEN_GATHER_CASES,
+    HIDDEN_SOFTMAX_CASES,
     SOFTMAX_CASES,
+    case_cache,
     check_gather_kv,
     check_online_softmax_update,
     initial_state,
-    slot_numbered_cache,
     softmax_case_data,
 )
 from pagedkv_edu.exercises.solutions.ch3_4 import gather_kv, online_softmax_update
 
 
-# --- the solutions are right -------------------------------------------------------------------
+# --- the solutions are right, on the hidden cases too ------------------------------------------------
 def test_gather_solution_matches_the_package() -> None:
-    for case in GATHER_CASES:
-        cache = slot_numbered_cache(case.num_blocks, case.block_size)
+    for case in GATHER_CASES + tuple(HIDDEN_GATHER_CASES):
+        if case.seq_len == 0:
+            continue   # the package's gather asks for at least one token
+        cache = case_cache(case)
         assert torch.equal(gather_kv(cache, case.block_table, case.seq_len),
                            package_gather_kv(cache, case.block_table, case.seq_len))
 
 
 def test_online_softmax_solution_equals_softmax() -> None:
-    for case in SOFTMAX_CASES:
+    for case in SOFTMAX_CASES + tuple(c for c in HIDDEN_SOFTMAX_CASES if c.dtype == torch.float64):
         scores, values = softmax_case_data(case)
-        m, l, acc = initial_state(scores[0].shape[0], values[0].shape[1])
+        m, l, acc = initial_state(case.group, case.head_dim)
         for s, v in zip(scores, values):
             m, l, acc = online_softmax_update(m, l, acc, s, v)
         expected = torch.softmax(torch.cat(scores, dim=1), dim=1) @ torch.cat(values)
         torch.testing.assert_close(acc / l[:, None], expected, rtol=1e-12, atol=1e-12)
 
 
-# --- gather: accepted and rejected -------------------------------------------------------------
-def test_checkers_accept_the_solutions(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_gather_kv(gather_kv) is True
-    assert check_online_softmax_update(online_softmax_update) is True
-    out = capsys.readouterr().out
-    assert "✓ gather_kv: passed" in out and "✓ online_softmax_update: passed" in out
+def test_hidden_cases_cover_the_edges() -> None:
+    assert {3, 5, 6, 12} <= {c.block_size for c in HIDDEN_GATHER_CASES}
+    assert {0, 1} <= {c.seq_len for c in HIDDEN_GATHER_CASES}
+    assert any(c.seq_len > 0 and c.seq_len % c.block_size == 0 for c in HIDDEN_GATHER_CASES)
+    assert {torch.float32, torch.float16, torch.bfloat16} <= {c.dtype for c in HIDDEN_GATHER_CASES}
+    assert {1, 3, 5} <= {t for c in HIDDEN_SOFTMAX_CASES for t in c.tiles}
+    assert torch.float32 in {c.dtype for c in HIDDEN_SOFTMAX_CASES}
 
 
+# --- gather ----------------------------------------------------------------------------------------
 def _ignores_table(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
     return cache.reshape(-1, *cache.shape[2:])[:n]
 
 
 def _whole_blocks(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
     used = -(-n // cache.shape[1])
-    return torch.cat([cache[b] for b in table[:used]])
+    return torch.cat([cache[b] for b in table[:used]] or [cache[:0, 0]])
 
 
 def _swapped_div_mod(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
@@ -65,14 +72,88 @@ def _sorted_table(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Te
     return gather_kv(cache, sorted(t for t in table if t >= 0), n)
 
 
-def _not_implemented(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
-    raise NotImplementedError("your turn")
+def _float32_copy(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    """Right rows, wrong dtype: torch.zeros without dtype= gives float32."""
+    b = cache.shape[1]
+    out = torch.zeros(n, *cache.shape[2:])
+    for p in range(n):
+        out[p] = cache[table[p // b], p % b]
+    return out
 
 
-@pytest.mark.parametrize("broken", [_ignores_table, _whole_blocks, _swapped_div_mod, _sorted_table,
-                                    _not_implemented])
-def test_gather_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_gather_kv(broken) is False
+def _stack_rows(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    """Right for every length but 0, where torch.stack has nothing to stack."""
+    b = cache.shape[1]
+    return torch.stack([cache[table[p // b], p % b] for p in range(n)])
+
+
+def _gather_bit_trick(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    b = cache.shape[1]
+    s = b.bit_length() - 1
+    slots = [(table[p // b] << s) + (p & (b - 1)) for p in range(n)]
+    return cache.reshape(-1, *cache.shape[2:])[slots]
+
+
+def _gather_global_b(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    b = 16   # the notebook's B, not this cache's block size
+    slots = [table[p // b] * b + p % b for p in range(n)]
+    return cache.reshape(-1, *cache.shape[2:])[slots]
+
+
+_GATHER_KEY = {(c.block_table, c.seq_len, c.block_size): gather_kv(case_cache(c), c.block_table, c.seq_len)
+               for c in GATHER_CASES}
+
+
+def _gather_answer_key(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    hit = _GATHER_KEY.get((tuple(table), n, cache.shape[1]))
+    return hit.clone() if hit is not None else _ignores_table(cache, table, n)
+
+
+GATHER_WRONG = {f.__name__: f for f in (_ignores_table, _whole_blocks, _swapped_div_mod, _sorted_table,
+                                        _float32_copy, _stack_rows, _gather_bit_trick, _gather_global_b,
+                                        _gather_answer_key)}
+
+
+def _gather_loop(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    b = cache.shape[1]
+    out = torch.empty(n, *cache.shape[2:], dtype=cache.dtype)
+    for p in range(n):
+        out[p] = cache[table[p // b], p % b]
+    return out
+
+
+def _gather_blocks(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    b = cache.shape[1]
+    pieces = [cache[table[i], : min(b, n - i * b)] for i in range(-(-n // b))]
+    return torch.cat(pieces) if pieces else cache.new_empty(0, *cache.shape[2:])
+
+
+def _gather_numpy_slots(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    b = cache.shape[1]
+    pos = np.arange(n)
+    slots = np.asarray(table, dtype=np.int64)[pos // b] * b + pos % b
+    return cache.flatten(0, 1).index_select(0, torch.from_numpy(slots))
+
+
+def _gather_torch(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    b = cache.shape[1]
+    pos = torch.arange(n)
+    return cache[torch.tensor(table, dtype=torch.long)[pos // b], pos % b]
+
+
+GATHER_RIGHT = {"reference": gather_kv, "loop": _gather_loop, "blocks": _gather_blocks, "numpy": _gather_numpy_slots,
+                "torch": _gather_torch}
+
+
+@pytest.mark.parametrize("name", GATHER_RIGHT)
+def test_gather_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_gather_kv(GATHER_RIGHT[name]) is True
+    assert "✓ gather_kv: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", GATHER_WRONG)
+def test_gather_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_gather_kv(GATHER_WRONG[name]) is False
     assert capsys.readouterr().out.startswith("✗ gather_kv: failed")
 
 
@@ -83,10 +164,33 @@ def test_gather_checker_says_where_a_wrong_row_came_from(capsys: pytest.CaptureF
     assert "position 0: expected slot 28 (block 7, offset 0), got slot 0 (block 0, offset 0, " \
            "a block this sequence does not own)" in out
     check_gather_kv(_whole_blocks)
-    assert "expected shape (9, 2, 3), got (12, 2, 3)" in capsys.readouterr().out
+    assert "expected shape (9, 2, 3), got (12, 2, 3) (whole blocks" in capsys.readouterr().out
 
 
-# --- online softmax: accepted and rejected --------------------------------------------------------
+def test_gather_checker_names_the_real_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    check_gather_kv(_float32_copy)
+    out = capsys.readouterr().out
+    assert "dtype: the cache is torch.float64 but the result is torch.float32" in out
+    assert "expected slot 28 (block 7, offset 0), got slot 28" not in out
+    check_gather_kv(_stack_rows)
+    out = capsys.readouterr().out
+    assert "0 tokens" in out and "stack expects a non-empty TensorList" in out and "a tensor with 0 rows" in out
+    check_gather_kv(_gather_bit_trick)
+    assert "only when B is a power of two" in capsys.readouterr().out
+    check_gather_kv(_gather_global_b)
+    out = capsys.readouterr().out
+    assert "the block size here is 4" in out
+
+
+def test_gather_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
+    def stub(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+        raise NotImplementedError("your turn")
+
+    assert check_gather_kv(stub) is False
+    assert capsys.readouterr().out.startswith("○ gather_kv: not solved yet")
+
+
+# --- online softmax --------------------------------------------------------------------------------
 def _no_acc_rescale(m, l, acc, s, v):
     m_new = torch.maximum(m, s.max(1).values)
     p = torch.exp(s - m_new[:, None])
@@ -102,9 +206,8 @@ def _no_sum_rescale(m, l, acc, s, v):
 
 def _no_running_max(m, l, acc, s, v):
     """Mathematically a softmax (sums of exp(score)), numerically not: overflows near 1,000."""
-    zero = torch.zeros_like(m)
     p = torch.exp(s)
-    return zero, l + p.sum(1), acc + p @ v
+    return torch.zeros_like(m), l + p.sum(1), acc + p @ v
 
 
 def _old_max_in_exp(m, l, acc, s, v):
@@ -114,21 +217,115 @@ def _old_max_in_exp(m, l, acc, s, v):
     return m_new, l * alpha + p.sum(1), acc * alpha[:, None] + p @ v
 
 
-def _not_implemented_update(m, l, acc, s, v):
-    raise NotImplementedError("your turn")
+def _float32_state(m, l, acc, s, v):
+    return online_softmax_update(m.float(), l.float(), acc.float(), s.float(), v.float())
 
 
-@pytest.mark.parametrize("broken", [_no_acc_rescale, _no_sum_rescale, _no_running_max, _old_max_in_exp,
-                                    _not_implemented_update])
-def test_softmax_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_online_softmax_update(broken) is False
+def _float32_inside(m, l, acc, s, v):
+    """Returns the right dtype, computed in float32: errors of about 1e-7."""
+    return tuple(x.to(m.dtype) for x in _float32_state(m, l, acc, s, v))
+
+
+def _pairwise_max(m, l, acc, s, v):
+    """A tree reduction that assumes a power-of-two tile: the odd column out is dropped."""
+    x = s
+    while x.shape[1] > 1:
+        w = x.shape[1] // 2 * 2
+        x = torch.maximum(x[:, 0:w:2], x[:, 1:w:2])
+    m_new = torch.maximum(m, x[:, 0])
+    alpha = torch.exp(m - m_new)
+    p = torch.exp(s - m_new[:, None])
+    return m_new, l * alpha + p.sum(1), acc * alpha[:, None] + p @ v
+
+
+def _softmax_answer_key_table() -> dict[bytes, tuple[torch.Tensor, ...]]:
+    table = {}
+    for case in SOFTMAX_CASES:
+        scores, values = softmax_case_data(case)
+        state = initial_state(case.group, case.head_dim)
+        for s, v in zip(scores, values):
+            state = online_softmax_update(*state, s, v)
+            table[s.numpy().tobytes()] = state
+    return table
+
+
+_SOFTMAX_KEY = _softmax_answer_key_table()
+
+
+def _softmax_answer_key(m, l, acc, s, v):
+    hit = _SOFTMAX_KEY.get(s.numpy().tobytes())
+    return tuple(x.clone() for x in hit) if hit is not None else _no_acc_rescale(m, l, acc, s, v)
+
+
+SOFTMAX_WRONG = {f.__name__: f for f in (_no_acc_rescale, _no_sum_rescale, _no_running_max, _old_max_in_exp,
+                                         _float32_state, _float32_inside, _pairwise_max, _softmax_answer_key)}
+
+
+def _softmax_numpy(m, l, acc, s, v):
+    m_, l_, acc_, s_, v_ = (x.numpy() for x in (m, l, acc, s, v))
+    m_new = np.maximum(m_, s_.max(axis=1))
+    alpha = np.exp(m_ - m_new)
+    p = np.exp(s_ - m_new[:, None])
+    return tuple(torch.from_numpy(np.asarray(x)) for x in (m_new, l_ * alpha + p.sum(1), acc_ * alpha[:, None] + p @ v_))
+
+
+def _softmax_per_head_loop(m, l, acc, s, v):
+    m_out, l_out, acc_out = m.clone(), l.clone(), acc.clone()
+    for g in range(s.shape[0]):
+        new = max(float(m[g]), float(s[g].max()))
+        alpha = torch.exp(m[g] - new)
+        p = torch.exp(s[g] - new)
+        m_out[g], l_out[g] = new, l[g] * alpha + p.sum()
+        acc_out[g] = acc[g] * alpha + p @ v
+    return m_out, l_out, acc_out
+
+
+def _softmax_logsumexp(m, l, acc, s, v):
+    m_new = torch.cat([m[:, None], s], dim=1).amax(dim=1)
+    alpha = torch.exp(m - m_new)
+    p = torch.exp(s - m_new[:, None])
+    return m_new, l * alpha + torch.exp(torch.logsumexp(s - m_new[:, None], dim=1)), \
+        torch.addmm(acc * alpha[:, None], p, v)
+
+
+SOFTMAX_RIGHT = {"reference": online_softmax_update, "numpy": _softmax_numpy, "per-head loop": _softmax_per_head_loop,
+                 "logsumexp": _softmax_logsumexp}
+
+
+@pytest.mark.parametrize("name", SOFTMAX_RIGHT)
+def test_softmax_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_online_softmax_update(SOFTMAX_RIGHT[name]) is True
+    assert "✓ online_softmax_update: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", SOFTMAX_WRONG)
+def test_softmax_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_online_softmax_update(SOFTMAX_WRONG[name]) is False
     assert capsys.readouterr().out.startswith("✗ online_softmax_update: failed")
 
 
-def test_softmax_checker_names_tile_and_quantity(capsys: pytest.CaptureFixture[str]) -> None:
+def test_softmax_checker_names_tile_quantity_dtype_and_error(capsys: pytest.CaptureFixture[str]) -> None:
     check_online_softmax_update(_no_acc_rescale)
     out = capsys.readouterr().out
-    assert "random scores, four tiles of 8: after tile 2 of 4:" in out
+    assert "random scores, four tiles of 8:" in out and "after tile 2 of 4 (float64" in out
     assert "acc (running output): head 1: expected" in out and "m (running max)" not in out
+    assert "max abs error" in out and "max rel error" in out
     check_online_softmax_update(_no_running_max)
     assert "m (running max): expected" in capsys.readouterr().out
+    check_online_softmax_update(_float32_state)
+    assert "dtype: m, l and acc are torch.float32, but the state and the inputs are torch.float64" in \
+        capsys.readouterr().out
+    check_online_softmax_update(_float32_inside)
+    out = capsys.readouterr().out
+    assert "(float64 allows about 1e-09): an error of float32 size" in out
+    check_online_softmax_update(_pairwise_max)
+    assert "hidden case" in capsys.readouterr().out   # the shown tiles are all powers of two wide
+
+
+def test_softmax_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
+    def stub(m, l, acc, s, v):
+        raise NotImplementedError("your turn")
+
+    assert check_online_softmax_update(stub) is False
+    out = capsys.readouterr().out
+    assert out.startswith("○ online_softmax_update: not solved yet") and "tile" not in out

@@ -118,7 +118,12 @@ def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
     try:
         got = fn(cache.clone(), list(case.block_table), case.seq_len)
     except Raised as exc:
-        hint = " (the sequence is empty: the answer is a tensor with 0 rows)" if case.seq_len == 0 else ""
+        hint = ""
+        if case.seq_len == 0:
+            hint = " (the sequence is empty: the answer is a tensor with 0 rows)"
+        elif isinstance(exc.error, IndexError):
+            hint = (f" (the cache holds {case.num_blocks * case.block_size} slots: {case.num_blocks} blocks, and the "
+                    f"block size here is {case.block_size}, cache.shape[1])")
         return [str(exc) + hint]
     if not isinstance(got, torch.Tensor):
         return [f"expected a tensor of shape {tuple(expected.shape)}, got {short(got)}"]
