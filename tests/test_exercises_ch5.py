@@ -1,18 +1,21 @@
-"""Chapter 5's grader accepts the solution, agrees with the package, and rejects the usual bugs."""
+"""Chapter 5's grader accepts right answers in any style, agrees with the package, and rejects the usual bugs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from pagedkv_edu.block_table import BlockTable
-from pagedkv_edu.exercises.ch5 import STEP_CASES, check_step_layout
+from pagedkv_edu.exercises.ch5 import HIDDEN_STEP_CASES, STEP_CASES, check_step_layout
 from pagedkv_edu.exercises.solutions.ch5 import step_layout
 from pagedkv_edu.model.kv_store import StepMetadata
 
+B = 16   # the notebook-wide block size a solution may use by mistake
+
 
 def test_solution_matches_the_decoders_step_metadata() -> None:
-    for case in STEP_CASES:
+    for case in STEP_CASES + tuple(HIDDEN_STEP_CASES[:40]):
         tables = [BlockTable(case.block_size, list(t), n) for t, n in zip(case.block_tables, case.seq_lens)]
         meta = StepMetadata.build(list(range(len(tables))), case.seq_lens, case.query_lens, torch.device("cpu"), tables)
         positions, slots, last = step_layout(case.block_tables, case.seq_lens, case.query_lens, case.block_size)
@@ -21,9 +24,11 @@ def test_solution_matches_the_decoders_step_metadata() -> None:
         assert meta.last_token_index.tolist() == last
 
 
-def test_checker_accepts_the_solution(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_step_layout(step_layout) is True
-    assert "✓ step_layout: passed" in capsys.readouterr().out
+def test_hidden_cases_cover_the_edges() -> None:
+    assert {3, 5, 6, 12} <= {c.block_size for c in HIDDEN_STEP_CASES}
+    lens = [(s, q, c.block_size) for c in HIDDEN_STEP_CASES for s, q in zip(c.seq_lens, c.query_lens)]
+    assert any(s == 1 for s, _, _ in lens) and any(s % b == 0 for s, _, b in lens)
+    assert any(q == 1 < s for s, q, _ in lens) and any(q == s > 1 for s, q, _ in lens) and any(1 < q < s for s, q, _ in lens)
 
 
 def _positions_from_zero(tables, seq_lens, query_lens, b):
@@ -40,7 +45,7 @@ def _positions_from_zero(tables, seq_lens, query_lens, b):
 def _logical_block(tables, seq_lens, query_lens, b):
     """Uses the logical block number as if it were the physical one."""
     pos, slots, last = step_layout(tables, seq_lens, query_lens, b)
-    return pos, [p for p in pos], last
+    return pos, list(pos), last
 
 
 def _first_token_logits(tables, seq_lens, query_lens, b):
@@ -65,18 +70,88 @@ def _decode_off_by_one(tables, seq_lens, query_lens, b):
     return pos, slots, last
 
 
+def _global_b(tables, seq_lens, query_lens, b):
+    return step_layout(tables, seq_lens, query_lens, B)
+
+
+def _bit_trick(tables, seq_lens, query_lens, b):
+    """The offset as p & (B - 1): right only for powers of two."""
+    pos, slots, last = step_layout(tables, seq_lens, query_lens, b)
+    return pos, [tables[i][p // b] * b + (p & (b - 1))
+                 for i, q in enumerate(query_lens) for p in range(seq_lens[i] - q, seq_lens[i])], last
+
+
+_KEY = {(c.block_tables, c.seq_lens, c.query_lens, c.block_size):
+        step_layout(c.block_tables, c.seq_lens, c.query_lens, c.block_size) for c in STEP_CASES}
+
+
+def _answer_key(tables, seq_lens, query_lens, b):
+    hit = _KEY.get((tuple(map(tuple, tables)), tuple(seq_lens), tuple(query_lens), b))
+    return hit if hit is not None else _positions_from_zero(tables, seq_lens, query_lens, b)
+
+
 def _raises(tables, seq_lens, query_lens, b):
     raise NotImplementedError("your turn")
 
 
-@pytest.mark.parametrize("broken, shown", [
-    (_positions_from_zero, "tokens wrong"),
-    (_logical_block, "is not in this sequence's table"),
-    (_first_token_logits, "last_token_index expected"),
-    (_decode_off_by_one, "tokens wrong"),
-    (_raises, "raised NotImplementedError"),
-])
-def test_checker_rejects_broken_variants(broken, shown, capsys: pytest.CaptureFixture[str]) -> None:
+WRONG = {
+    "positions from zero": (_positions_from_zero, "tokens wrong"),
+    "logical block": (_logical_block, "is not in this sequence's table"),
+    "first token's logits": (_first_token_logits, "last_token_index expected"),
+    "decode off by one": (_decode_off_by_one, "tokens wrong"),
+    "global B = 16": (_global_b, "these are the slots block size 16 would give, but the block size here is 4"),
+    "bit trick": (_bit_trick, "only when B is a power of two"),
+    "answer key": (_answer_key, "hidden case"),
+    "float slots": (lambda *a: (a[1], torch.tensor(step_layout(*a)[1], dtype=torch.float64), [0]),
+                    "got a tensor of dtype torch.float64"),
+}
+
+
+def _numpy(tables, seq_lens, query_lens, b):
+    pos = np.concatenate([np.arange(s - q, s) for s, q in zip(seq_lens, query_lens)])
+    table_of = np.concatenate([np.full(q, i) for i, q in enumerate(query_lens)])
+    blocks = np.array([tables[i][p // b] for i, p in zip(table_of, pos)], dtype=np.int64)
+    return pos, blocks * b + pos % b, np.cumsum(query_lens) - 1
+
+
+def _torch(tables, seq_lens, query_lens, b):
+    pos = torch.cat([torch.arange(s - q, s) for s, q in zip(seq_lens, query_lens)])
+    block_ids = torch.cat([torch.tensor(t, dtype=torch.long)[torch.arange(s - q, s) // b]
+                           for t, s, q in zip(tables, seq_lens, query_lens)])
+    return pos, block_ids * b + pos % b, torch.tensor(query_lens).cumsum(0) - 1
+
+
+def _divmod_loop(tables, seq_lens, query_lens, b):
+    positions, slots, last = [], [], []
+    for table, s, q in zip(tables, seq_lens, query_lens):
+        p = s - q
+        while p < s:
+            block, offset = divmod(p, b)
+            positions.append(p)
+            slots.append(table[block] * b + offset)
+            p += 1
+        last.append(len(slots) - 1)
+    return tuple(positions), tuple(slots), tuple(last)
+
+
+RIGHT = {"reference": step_layout, "numpy": _numpy, "torch": _torch, "divmod loop": _divmod_loop}
+
+
+@pytest.mark.parametrize("name", RIGHT)
+def test_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_step_layout(RIGHT[name]) is True
+    assert "✓ step_layout: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    broken, shown = WRONG[name]
     assert check_step_layout(broken) is False
     out = capsys.readouterr().out
-    assert "✗ step_layout: failed" in out and shown in out
+    assert out.startswith("✗ step_layout: failed") and shown in out
+
+
+def test_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_step_layout(_raises) is False
+    out = capsys.readouterr().out
+    assert out.startswith("○ step_layout: not solved yet") and "decode" not in out
