@@ -277,7 +277,7 @@ def test_append_checker_diff_shows_the_first_wrong_token(capsys: pytest.CaptureF
 def test_append_checker_blames_the_block_size(capsys: pytest.CaptureFixture[str]) -> None:
     check_append_token(_append_bit_trick)
     out = capsys.readouterr().out
-    assert "hidden case" in out and "only when B is a power of two; here B = 12" in out
+    assert "hidden case" in out and "(right only when B is a power of two), but the block size here is 12" in out
     check_append_token(_append_global_b)
     out = capsys.readouterr().out
     assert "seed 004" in out and "slot: expected 7, got 23 (the slot at block size 16, but the block size here is 4)" in out

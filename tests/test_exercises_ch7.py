@@ -1,13 +1,23 @@
-"""Chapter 7's graders accept the solutions and reject the usual wrong answers, with a useful diff."""
+"""Chapter 7's graders accept right answers in any style, reject the usual wrong ones, and say why."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pytest
+import torch
 
 from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.exercises.ch7 import COW_CASES, check_append_with_cow, check_cached_prefix_blocks
+from pagedkv_edu.exercises.ch7 import (
+    COW_CASES,
+    HIDDEN_COW_CASES,
+    HIDDEN_PREFIX_CASES,
+    PREFIX_CASES,
+    _ref_counts,
+    check_append_with_cow,
+    check_cached_prefix_blocks,
+)
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow, cached_prefix_blocks
 
 
@@ -38,14 +48,25 @@ def test_cached_prefix_blocks_agrees_with_the_prefix_cache() -> None:
         assert cached_prefix_blocks(prompt, 4, cache) == list(m.prefix_cache.lookup(prompt).block_ids)
 
 
-# --- the checkers -------------------------------------------------------------------------------
-def test_checkers_accept_the_solutions(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_append_with_cow(append_with_cow) is True
-    assert check_cached_prefix_blocks(cached_prefix_blocks) is True
-    out = capsys.readouterr().out
-    assert "✓ append_with_cow: passed" in out and "✓ cached_prefix_blocks: passed" in out
+def test_hidden_cases_cover_the_edges() -> None:
+    assert {3, 5, 6, 12} <= {c.block_size for c in HIDDEN_COW_CASES}
+    copies = 0
+    for case in HIDDEN_COW_CASES:   # the hidden forks do copy, at block sizes other than 4
+        tables, refs, free = {s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks)
+        lengths = {s: n for s, _, n in case.tables}
+        for seq in case.appends:
+            copies += append_with_cow(tables[seq], lengths[seq], case.block_size, refs, free)[1] is not None \
+                and case.block_size != 4
+            lengths[seq] += 1
+    assert copies > 20
+    assert {3, 5, 6, 12} <= {c.block_size for c in HIDDEN_PREFIX_CASES}
+    assert any(len(c.token_ids) == 1 for c in HIDDEN_PREFIX_CASES)
+    capped = [c for c in HIDDEN_PREFIX_CASES if len(c.token_ids) % c.block_size == 0 and
+              tuple(c.token_ids) in dict(c.cache)]
+    assert capped   # the whole prompt is cached: the last block may not be used
 
 
+# --- copy-on-write ------------------------------------------------------------------------------
 def _never_copies(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
     if n % b == 0:
         t.append(free.pop(0))
@@ -91,18 +112,101 @@ def _copies_unshared_blocks(t: list[int], n: int, b: int, refs: list[int], free:
     return _never_copies(t, n, b, refs, free)
 
 
-@pytest.mark.parametrize("broken", [_never_copies, _copies_full_blocks_too, _keeps_the_shared_reference,
-                                    _writes_into_the_shared_block, _copies_unshared_blocks])
-def test_cow_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_append_with_cow(broken) is False
+def _block_size_four(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
+    """The chapter's example hard-coded."""
+    return append_with_cow(t, n, 4, refs, free)
+
+
+def _cow_bit_trick(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
+    copy = None
+    if n & (b - 1) == 0:
+        t.append(free.pop(0))
+        refs[t[-1]] = 1
+    elif refs[t[-1]] > 1:
+        shared, own = t[-1], free.pop(0)
+        refs[shared] -= 1
+        refs[own] = 1
+        t[-1] = own
+        copy = (shared, own)
+    return t[-1] * b + (n & (b - 1)), copy
+
+
+def _harvest_cow() -> dict:
+    key = {}
+    for case in COW_CASES:
+        tables, refs, free = {s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks)
+        lengths = {s: n for s, _, n in case.tables}
+        for seq in case.appends:
+            k = (tuple(tables[seq]), lengths[seq], case.block_size, tuple(refs), tuple(free))
+            result = append_with_cow(tables[seq], lengths[seq], case.block_size, refs, free)
+            key[k] = (result, list(tables[seq]), list(refs), list(free))
+            lengths[seq] += 1
+    return key
+
+
+_COW_KEY = _harvest_cow()
+
+
+def _cow_answer_key(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
+    hit = _COW_KEY.get((tuple(t), n, b, tuple(refs), tuple(free)))
+    if hit is None:
+        return _never_copies(t, n, b, refs, free)
+    t[:], refs[:], free[:] = hit[1], hit[2], hit[3]
+    return hit[0]
+
+
+COW_WRONG = {f.__name__: f for f in (_never_copies, _copies_full_blocks_too, _keeps_the_shared_reference,
+                                     _writes_into_the_shared_block, _copies_unshared_blocks, _block_size_four,
+                                     _cow_bit_trick, _cow_answer_key)}
+
+
+def _cow_restructured(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
+    block, offset = divmod(n, b)
+    if block == len(t):                     # no room: a fresh block
+        t.append(free.pop(0))
+        refs[t[-1]] += 1
+        return t[-1] * b + offset, None
+    last = t[-1]
+    if refs[last] == 1:                     # ours alone: write in place
+        return last * b + offset, None
+    own = free.pop(0)
+    refs[last], refs[own] = refs[last] - 1, 1
+    t[-1] = own
+    return own * b + offset, [last, own]   # a list is a pair too
+
+
+def _cow_numpy(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
+    slot, copy = append_with_cow(t, n, b, refs, free)
+    return np.int64(slot), None if copy is None else (np.int64(copy[0]), np.int64(copy[1]))
+
+
+def _cow_torch_slot(t: list[int], n: int, b: int, refs: list[int], free: list[int]):
+    slot, copy = append_with_cow(t, n, b, refs, free)
+    return torch.tensor(slot), copy
+
+
+COW_RIGHT = {"reference": append_with_cow, "restructured": _cow_restructured, "numpy": _cow_numpy,
+             "torch": _cow_torch_slot}
+
+
+@pytest.mark.parametrize("name", COW_RIGHT)
+def test_cow_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_append_with_cow(COW_RIGHT[name]) is True
+    assert "✓ append_with_cow: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", COW_WRONG)
+def test_cow_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_append_with_cow(COW_WRONG[name]) is False
     assert capsys.readouterr().out.startswith("✗ append_with_cow: failed")
 
 
 def test_cow_checker_diff_explains_the_mistake(capsys: pytest.CaptureFixture[str]) -> None:
     check_append_with_cow(_never_copies)
     out = capsys.readouterr().out
-    assert "child appends token 6 to table [0, 1], ref counts [2, 2, 0, 0, 0, 0], free list [2, 3, 4, 5]:" in out
-    assert "copy: expected (1, 2), got None" in out
+    assert ("child appends token 6 (block size 4) to table [0, 1], ref counts [2, 2, 0, 0, 0, 0], "
+            "free list [2, 3, 4, 5]:") in out
+    assert "copy: expected (1, 2), got None  (block 1 is shared, ref count 2, and only 2 of its 4 slots" in out
     assert "slot: expected 10, got 6  (block 1 is shared: the other sequences would see this token)" in out
     check_append_with_cow(_keeps_the_shared_reference)
     assert "reference counts: expected [2, 1, 1, 0, 0, 0], got [2, 2, 1, 0, 0, 0] (blocks [1] differ)" in \
@@ -111,14 +215,32 @@ def test_cow_checker_diff_explains_the_mistake(capsys: pytest.CaptureFixture[str
     assert "nothing needs copying" in capsys.readouterr().out
 
 
-def test_cow_checker_reports_an_exception_once(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cow_checker_blames_the_block_size(capsys: pytest.CaptureFixture[str]) -> None:
+    check_append_with_cow(_block_size_four)
+    out = capsys.readouterr().out
+    assert "hidden case" in out and "the slot at block size 4 or " in out and "but the block size here is 12" in out
+    check_append_with_cow(_cow_bit_trick)
+    out = capsys.readouterr().out
+    assert "hidden case" in out and ("power of two" in out or "multiple of the block size" in out)
+
+
+def test_cow_checker_stub_and_exceptions(capsys: pytest.CaptureFixture[str]) -> None:
     def not_yet(*args):
         raise NotImplementedError("your turn")
 
     assert check_append_with_cow(not_yet) is False
-    assert capsys.readouterr().out.count("raised NotImplementedError: your turn") == 1
+    assert capsys.readouterr().out.startswith("○ append_with_cow: not solved yet")
+
+    def crashes_on_a_copy(t, n, b, refs, free):
+        if n % b and refs[t[-1]] > 1:
+            raise KeyError("copy")
+        return append_with_cow(t, n, b, refs, free)
+
+    assert check_append_with_cow(crashes_on_a_copy) is False
+    assert capsys.readouterr().out.count("raised KeyError: 'copy'") == 1
 
 
+# --- the longest cached prefix -------------------------------------------------------------------
 def _no_cap(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> list[int]:
     blocks = []
     for end in range(b, len(tokens) + 1, b):
@@ -142,10 +264,72 @@ def _block_tokens_only(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, 
     return blocks
 
 
-@pytest.mark.parametrize("broken", [_no_cap, _skips_gaps, _block_tokens_only])
-def test_prefix_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixture[str]) -> None:
-    assert check_cached_prefix_blocks(broken) is False
-    assert capsys.readouterr().out.startswith("✗ cached_prefix_blocks: failed")
+def _prefix_bit_trick(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> list[int]:
+    """Finds block ends with (i + 1) & (B - 1) == 0: right only for powers of two."""
+    blocks = []
+    for i in range(len(tokens) - 1):
+        if (i + 1) & (b - 1) == 0:
+            if tuple(tokens[:i + 1]) not in cache:
+                break
+            blocks.append(cache[tuple(tokens[:i + 1])])
+    return blocks
+
+
+def _cap_too_strict(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> list[int]:
+    return cached_prefix_blocks(tokens[:-1], b, cache)
+
+
+_PREFIX_KEY = {(c.token_ids, c.block_size): cached_prefix_blocks(c.token_ids, c.block_size, dict(c.cache))
+               for c in PREFIX_CASES}
+
+
+def _prefix_answer_key(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> list[int]:
+    return _PREFIX_KEY.get((tuple(tokens), b), [])
+
+
+PREFIX_WRONG = {f.__name__: f for f in (_no_cap, _skips_gaps, _block_tokens_only, _prefix_bit_trick, _cap_too_strict,
+                                        _prefix_answer_key)}
+
+
+def _prefix_while(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> list[int]:
+    blocks, end = [], b
+    while end < len(tokens) and tuple(tokens[:end]) in cache:
+        blocks.append(cache[tuple(tokens[:end])])
+        end += b
+    return blocks
+
+
+def _prefix_numpy(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> np.ndarray:
+    ends = np.arange(b, len(tokens), b)
+    found = []
+    for end in ends:
+        block = cache.get(tuple(tokens[:end]))
+        if block is None:
+            break
+        found.append(block)
+    return np.array(found, dtype=np.int64)
+
+
+def _prefix_torch(tokens: Sequence[int], b: int, cache: Mapping[tuple[int, ...], int]) -> torch.Tensor:
+    return torch.tensor(cached_prefix_blocks(tokens, b, cache), dtype=torch.long)
+
+
+PREFIX_RIGHT = {"reference": cached_prefix_blocks, "while": _prefix_while, "numpy": _prefix_numpy,
+                "torch": _prefix_torch}
+
+
+@pytest.mark.parametrize("name", PREFIX_RIGHT)
+def test_prefix_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_cached_prefix_blocks(PREFIX_RIGHT[name]) is True
+    assert "✓ cached_prefix_blocks: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", PREFIX_WRONG)
+def test_prefix_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_cached_prefix_blocks(PREFIX_WRONG[name]) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ cached_prefix_blocks: failed")
+    assert out.count("expected blocks") == 1, "only the first failing case's answer is shown"
 
 
 def test_prefix_checker_diff_explains_the_cap(capsys: pytest.CaptureFixture[str]) -> None:
@@ -154,4 +338,15 @@ def test_prefix_checker_diff_explains_the_cap(capsys: pytest.CaptureFixture[str]
     assert "the whole prompt is cached" in out and "expected blocks [6], got [6, 2]" in out
     assert "8 of 8 tokens hit: nothing is left to compute the logits from" in out
     check_cached_prefix_blocks(_block_tokens_only)
-    assert "expected blocks [6], got [6, 3]  (a block is usable only if every block before it" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "expected blocks [6], got [6, 3]  (a block is usable only if every block before it" in out
+    assert "the cache along this prompt: tokens 0..3 -> 6; tokens 0..7 -> miss" in out
+
+
+def test_prefix_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
+    def not_yet(tokens, b, cache):
+        raise NotImplementedError("your turn")
+
+    assert check_cached_prefix_blocks(not_yet) is False
+    out = capsys.readouterr().out
+    assert out.startswith("○ cached_prefix_blocks: not solved yet") and "expected" not in out

@@ -132,13 +132,14 @@ def explain_slot(slot: int | None, table: Sequence[int], position: int, block_si
     call this only when the rest of the step (the table) is right."""
     if slot is None or not table:
         return None
-    if block_size & (block_size - 1) and slot in _bit_trick_variants(table, block_size, position):
-        return f"p & (B - 1) and >> log2(B) are p % B and p // B only when B is a power of two; here B = {block_size}"
+    causes = []
     block = table[-1]
     other = next((c for c in (16, 4, 8) if c != block_size and block * c + position % c == slot), None)
-    if other is None or block == 0:
-        return None
-    return f"the slot at block size {other}, but the block size here is {block_size}"
+    if other is not None and block != 0:
+        causes.append(f"the slot at block size {other}")
+    if block_size & (block_size - 1) and slot in _bit_trick_variants(table, block_size, position):
+        causes.append("what the bit tricks p & (B - 1), p >> log2(B) give (right only when B is a power of two)")
+    return " or ".join(causes) + f", but the block size here is {block_size}" if causes else None
 
 
 def _index_hint(exc: Raised, block_size: int, table: Sequence[int]) -> str:
