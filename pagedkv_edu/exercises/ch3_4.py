@@ -71,7 +71,7 @@ def _hidden_gather_cases(count: int = 60, seed: int = 4) -> list[GatherCase]:
         cases.append(GatherCase(
             f"hidden case {i + 1}: {seq_len} tokens in table {table}, block size {b}, "
             f"{num_blocks} blocks, {str(dtype).removeprefix('torch.')} cache",
-            num_blocks, b, tuple(table), seq_len, dtype, rng.randint(1, 3), rng.randint(1, 5), seed * 1000 + i))
+            num_blocks, b, tuple(table), seq_len, dtype, rng.randint(1, 3), rng.randint(2, 5), seed * 1000 + i))
     return cases
 
 
