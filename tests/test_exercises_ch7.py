@@ -206,7 +206,7 @@ def test_cow_checker_diff_explains_the_mistake(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert ("child appends token 6 (block size 4) to table [0, 1], ref counts [2, 2, 0, 0, 0, 0], "
             "free list [2, 3, 4, 5]:") in out
-    assert "copy: expected (1, 2), got None  (block 1 is shared, ref count 2, and only 2 of its 4 slots" in out
+    assert "copy: expected (1, 2), got None  (block 1 is shared, ref count 2, and holds only 2 of 4 tokens" in out
     assert "slot: expected 10, got 6  (block 1 is shared: the other sequences would see this token)" in out
     check_append_with_cow(_keeps_the_shared_reference)
     assert "reference counts: expected [2, 1, 1, 0, 0, 0], got [2, 2, 1, 0, 0, 0] (blocks [1] differ)" in \

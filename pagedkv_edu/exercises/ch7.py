@@ -115,8 +115,8 @@ def _run_cow(fn: Reader, case: CowCase) -> list[str]:
             elif exp_copy is None and last is not None and before[1][last] == 1:
                 why = f"  (nobody else holds block {last}: append in place)"
             elif exp_copy is not None:
-                why = (f"  (block {last} is shared, ref count {before[1][last]}, and only {n % b} of its {b} slots "
-                       f"are filled: the token must go into a copy)")
+                why = (f"  (block {last} is shared, ref count {before[1][last]}, and holds only {n % b} of {b} "
+                       f"tokens: the new token must go into a copy)")
             diff.append(f"copy: expected {exp_copy}, got {got_copy}{why}")
         table = [as_int(x) for x in got[0][seq]]
         if got_slot != exp_slot:
