@@ -72,9 +72,9 @@ def test_slot_checker_rejects_broken_variants(broken, capsys: pytest.CaptureFixt
 def test_slot_checker_diff_names_the_position_and_the_foreign_block(capsys: pytest.CaptureFixture[str]) -> None:
     check_slot_mapping(_forgot_times_b)
     out = capsys.readouterr().out
-    # position 0 of seed 000: expected 7*16 = 112, got 7, which is block 0: not this table's.
+    # position 0 of the paged-KV-cache article case: expected 7*16 = 112, got 7, which is block 0: not this table's.
     assert "       0      112        7  lands in block 0 (offset 7), which this table [7, 3, 12] does not hold" in out
-    assert "also wrong: seed 004" in out
+    assert "also wrong: the block-table article" in out
 
 
 def test_slot_checker_names_out_of_range_block_ids(capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,7 +148,7 @@ def test_append_checker_names_blocks_it_should_not_have_taken(capsys: pytest.Cap
     check_append_token(invents_a_block)
     assert "block ids [99] are out of range for a pool of 8 blocks" in capsys.readouterr().out
     check_append_token(steals_a_block)
-    # block 5 is free in the seed-004 case; in the seed-000 case it belongs to someone else.
+    # block 5 is free in the block-table article case; in the paged-KV-cache article case it belongs to someone else.
     assert "block ids [5] were never free: another request holds them" in capsys.readouterr().out
 
 

@@ -12,7 +12,7 @@ from . import report
 from .solutions import ch8 as reference
 
 WASTE_CASES: tuple[tuple[str, int, int], ...] = (
-    ("seed 000's 825-token request, B = 16", 825, 16),
+    ("the paged-KV-cache article's 825-token request, B = 16", 825, 16),
     ("a full last block wastes nothing", 832, 16),
     ("one token", 1, 16),
     ("block size 1 never wastes", 825, 1),
