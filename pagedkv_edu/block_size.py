@@ -95,7 +95,7 @@ def sweep(requests: Sequence[Request], block_sizes: Sequence[int] = BLOCK_SIZES,
 
 
 def prefix_hit_tokens(requests: Sequence[Request], block_size: int, *, vocab_size: int = 49152, seed: int = 0) -> float:
-    """Mean tokens each request after the first finds in the prefix cache (chapter 7's mechanism).
+    """Mean tokens each request after the first finds in the prefix cache (chapter 8's mechanism).
 
     The first request's prompt is computed and cached; every other request is then admitted
     alone and its hit measured. Only full blocks of the shared system prompt can hit, so the

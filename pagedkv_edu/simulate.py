@@ -18,7 +18,7 @@ decode step finds no free block, the most recently admitted request is preempted
 recompute (its blocks are freed and it goes back to the front of the queue keeping its
 generated tokens), as in vLLM and nano-vllm.
 
-With ``enable_prefix_caching`` (chapter 7) every prompt gets the workload's token ids
+With ``enable_prefix_caching`` (chapter 8) every prompt gets the workload's token ids
 (:func:`~pagedkv_edu.workload.prompt_token_ids`: the shared system prompt is the same ids in
 every request), the block manager looks each admission up in its prefix cache, and each step
 reports the running sequences computed, as the engine does after its forward pass. The

@@ -1,4 +1,4 @@
-"""Grader for chapter 8: last-block waste at a given block size.
+"""Grader for chapter 9 (block size): last-block waste at a given block size.
 
 Catches ``n % B`` (the *filled* slots of the last block, not the empty ones), ``B - n % B``
 (which wastes a whole block when the last block is exactly full) and rounding down.
