@@ -7,8 +7,8 @@ context of 2,048 tokens. We do not ship the datasets. The paper gives their mean
 lengths (Fig. 11: ShareGPT 161.31 / 337.99 tokens, Alpaca 19.31 / 58.45; the text's "8.4x longer
 inputs and 5.8x longer outputs" is their ratio), and nothing else we can fit to. Given only a mean,
 the maximum-entropy distribution on the positive integers is the **geometric** distribution, so
-that is what we draw from: one parameter each, set by the paper's mean. The real histograms are
-more peaked with a longer tail; the chapter says what this choice can and cannot show.
+that is what we draw from: one parameter each, set by the paper's mean. The real distributions
+(Fig. 11) are not geometric; the chapter says what this choice can and cannot show.
 
 Draws whose prompt + output exceed ``max_seq_len`` are redrawn (about 0.5% for ShareGPT), as the
 paper's traces hold no request longer than the model's context.
