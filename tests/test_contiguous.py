@@ -268,3 +268,14 @@ def test_sharegpt_shaped_buddy_baselines_land_near_the_papers_figure_2() -> None
     paper = {"max": 0.204, "pow2": 0.268, "oracle": 0.382, "paged": 0.963}
     assert got["max"] < got["pow2"] < got["oracle"] < got["paged"]
     assert all(abs(got[k] - paper[k]) < 0.05 for k in paper), got
+
+
+def test_the_command_line_offers_the_buddy_allocator(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from pagedkv_edu.cli import main
+    from pagedkv_edu.workload import copilot50
+
+    main(["simulate", "--policy", "contiguous", "--reserve", "pow2", "--allocator", "buddy", "--json"])
+    got = json.loads(capsys.readouterr().out)
+    assert got == simulate(copilot50(0), "contiguous", 10 * 2048, reserve="pow2", allocator="buddy").summary()
