@@ -1,11 +1,15 @@
-"""Choosing a block size (chapter 8): what each block size costs, measured on one workload.
+"""Choosing a block size (chapter 9): what each block size costs, measured on one workload.
 
 The block size trades four things against each other:
 
 * **last-block waste**: each sequence wastes on average about half a block at its tail, so
   bigger blocks fit fewer sequences in the same memory;
-* **block-table size**: a sequence of ``L`` tokens needs ``ceil(L / B)`` entries, and the
-  decode kernel reads every entry of every sequence at every step;
+* **block-table size**: a sequence of ``L`` tokens needs ``ceil(L / B)`` entries. The book's
+  decode kernel (chapter 4) runs one program per (layer, KV head, split) and loads the table
+  entry of *every token position* it reads, so it issues one 4-byte table load per 256 bytes of
+  K and V (Llama-3.2-1B) at any block size; neighbouring positions of one block load the same
+  entry, so if the GPU's caches serve those repeats, memory traffic is one entry per block per
+  program. :class:`BlockSizeRow` reports both;
 * **prefix-hit granularity**: only *full* blocks are shared by prefix caching, so a shared
   prefix of ``P`` tokens can reuse at most ``floor(P / B) * B`` of them;
 * **kernel time**: decode attention is limited by reading K and V, which costs the same
@@ -15,7 +19,7 @@ The block size trades four things against each other:
 
 Everything here is a memory-only measurement (the chapter-1/2 simulator), except the kernel
 time, which :func:`cpu_reference_times` measures for the PyTorch reference on this machine
-and chapter 8 takes from committed GPU records when they exist.
+and chapter 9 takes from committed GPU records when they exist.
 """
 
 from __future__ import annotations
@@ -47,8 +51,9 @@ class BlockSizeRow:
     mean_waste_per_seq: float        # empty slots in a running sequence's last block, averaged over steps
     saturated_concurrency: float     # requests held while others wait
     table_entries_per_seq: float     # at the end of each request, averaged
-    table_reads_per_step: float      # block-table entries a decode step reads (the whole batch)
-    table_bytes_share: float         # table bytes read / (table + K/V bytes read) per decode step
+    table_reads_per_step: float      # distinct block-table entries a decode step needs (the whole batch, one layer and KV head)
+    table_load_share: float          # table loads as the kernel issues them (one per token position per program) / all bytes loaded
+    table_bytes_share: float         # table bytes if repeats hit the cache (one entry per block per program) / all bytes read
     prefix_hit_tokens: float         # tokens a request finds in the prefix cache, averaged
 
     def as_dict(self) -> dict[str, float | int]:
@@ -56,12 +61,17 @@ class BlockSizeRow:
 
 
 def sweep(requests: Sequence[Request], block_sizes: Sequence[int] = BLOCK_SIZES, *,
-          kv_budget_tokens: int = 10 * MAX_SEQ_LEN, kv_bytes_per_token: int = 32 * 1024) -> list[BlockSizeRow]:
+          kv_budget_tokens: int = 10 * MAX_SEQ_LEN, kv_bytes_per_token: int = 32 * 1024,
+          programs_per_token: int = 16 * 8) -> list[BlockSizeRow]:
     """Simulate ``requests`` paged at each block size under one budget and collect the costs.
 
     ``kv_bytes_per_token`` (Llama-3.2-1B's 32 KiB by default) weighs the table bytes against
-    the K/V bytes a decode step reads.
+    the K/V bytes a decode step reads; ``programs_per_token`` is how many kernel programs read
+    each token's K/V (layers x KV heads, 16 x 8 for Llama-3.2-1B), each loading the table itself.
     """
+    if kv_bytes_per_token % programs_per_token:
+        raise ValueError(f"kv_bytes_per_token={kv_bytes_per_token} is not a multiple of programs_per_token={programs_per_token}")
+    kv_bytes_per_load = kv_bytes_per_token // programs_per_token   # one program's K and V of one token
     rows = []
     for b in block_sizes:
         result = simulate(requests, "paged", kv_budget_tokens, block_size=b)
@@ -76,14 +86,16 @@ def sweep(requests: Sequence[Request], block_sizes: Sequence[int] = BLOCK_SIZES,
             saturated_concurrency=result.saturated_concurrency,
             table_entries_per_seq=statistics.fmean(-(-r.final_len // b) for r in requests),
             table_reads_per_step=reads,
-            table_bytes_share=reads * TABLE_ENTRY_BYTES / (reads * TABLE_ENTRY_BYTES + kv_bytes),
+            table_load_share=TABLE_ENTRY_BYTES / (TABLE_ENTRY_BYTES + kv_bytes_per_load),
+            table_bytes_share=reads * programs_per_token * TABLE_ENTRY_BYTES
+            / (reads * programs_per_token * TABLE_ENTRY_BYTES + kv_bytes),
             prefix_hit_tokens=prefix_hit_tokens(requests, b),
         ))
     return rows
 
 
 def prefix_hit_tokens(requests: Sequence[Request], block_size: int, *, vocab_size: int = 49152, seed: int = 0) -> float:
-    """Mean tokens each request after the first finds in the prefix cache (chapter 7's mechanism).
+    """Mean tokens each request after the first finds in the prefix cache (chapter 8's mechanism).
 
     The first request's prompt is computed and cached; every other request is then admitted
     alone and its hit measured. Only full blocks of the shared system prompt can hit, so the

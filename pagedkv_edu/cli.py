@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from .contiguous import RESERVE_POLICIES
+from .contiguous import ALLOCATORS, RESERVE_POLICIES
 from .simulate import POLICIES, simulate
 from .specs import DTYPE_BYTES, format_bytes, get_spec, spec_from_config
 from .workload import MAX_SEQ_LEN, copilot50
@@ -108,7 +108,10 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-budget-tokens", type=int, default=10 * MAX_SEQ_LEN,
                    help="KV slots in the budget (default: 10 x max_seq_len, so 10 contiguous requests fit)")
     p.add_argument("--reserve", choices=RESERVE_POLICIES, default="max",
-                   help="contiguous reservation rule: max_seq_len, next power of two, or exact (oracle)")
+                   help="contiguous reservation rule, the paper's Orca baselines: max_seq_len (max), the prompt "
+                        "plus the output rounded up to a power of two (pow2), or prompt plus output (oracle)")
+    p.add_argument("--allocator", choices=ALLOCATORS, default="first-fit",
+                   help="contiguous only: where reservations go, first-fit or the paper's buddy allocator")
     p.add_argument("--prefix-caching", action="store_true",
                    help="paged only: share cached prompt blocks between requests (ch. 7)")
     p.add_argument("--seed", type=int, default=0)
@@ -119,12 +122,13 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
 
 def _simulate(args: argparse.Namespace) -> dict[str, Any]:
     result = simulate(copilot50(args.seed), args.policy, args.kv_budget_tokens,
-                      block_size=args.block_size, reserve=args.reserve, enable_prefix_caching=args.prefix_caching,
+                      block_size=args.block_size, reserve=args.reserve, allocator=args.allocator,
+                      enable_prefix_caching=args.prefix_caching,
                       prompt_seed=args.seed)
     out = result.to_dict() if args.timeline else result.summary()
     if not args.json:
         s = result.summary()
-        rule = f"block size {args.block_size}" if args.policy == "paged" else f"reserve={args.reserve}"
+        rule = f"block size {args.block_size}" if args.policy == "paged" else f"reserve={args.reserve}, {args.allocator}"
         print(f"workload copilot50 (seed {args.seed}), policy {args.policy} ({rule}), "
               f"budget {args.kv_budget_tokens:,} token slots")
         print(f"utilisation      : {s['utilisation']:.1%} of held slots hold tokens")

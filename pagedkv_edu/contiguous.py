@@ -1,4 +1,4 @@
-"""The naive contiguous KV cache of chapter 1: one linear arena, first-fit reservations.
+"""The naive contiguous KV cache of chapter 1: one linear arena, first-fit or buddy reservations.
 
 Before PagedAttention, a serving system gave every request one contiguous range of KV slots,
 reserved when the request was admitted and sized for the longest sequence it *might* reach
@@ -11,9 +11,19 @@ Three kinds of waste follow, and chapter 1 measures each on its own:
 * **over-reservation**: reserved slots it will use, but not yet;
 * **external fragmentation**: free slots in holes too small for the next reservation.
 
-The paper compares three reservation rules (Kwon et al., §6, after Orca): reserve the
-maximum (``max``), the next power of two of the final length (``pow2``, at most 2x), or the
-exact final length (``oracle``, impossible in practice but a useful bound).
+The paper's baselines are three variants of Orca (Kwon et al., SOSP 2023, §6.1, Figure 2), which
+differ only in how much they reserve for a request with a known prompt and an unknown output:
+
+* ``max``: ``max_seq_len`` slots (Orca (Max), 20.4% of the KV memory holding tokens in the paper);
+* ``pow2``: the prompt exactly, plus the output over-reserved to the next power of two, so at most
+  2x (a true output of 25 reserves 32) (Orca (Pow2), 26.8%);
+* ``oracle``: the prompt plus the true output, which no real system knows in advance
+  (Orca (Oracle), 38.2%).
+
+The paper's Orca places reservations with a **buddy allocator** (sizes rounded up to a power of
+two, free blocks merged only with their buddy), which it blames for Pow2 losing 41.6% of the memory
+to external fragmentation. :class:`BuddyArena` is that allocator, beside the first-fit
+:class:`ContiguousArena`; :func:`make_arena` picks one by name.
 """
 
 from __future__ import annotations
@@ -23,23 +33,41 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 RESERVE_POLICIES = ("max", "pow2", "oracle")
+ALLOCATORS = ("first-fit", "buddy")
 
 
 class NoContiguousSpaceError(RuntimeError):
     """No single hole is large enough for a reservation (the arena state is unchanged)."""
 
 
-def reservation_size(final_len: int, max_seq_len: int, policy: str = "max") -> int:
-    """Slots a contiguous system reserves for a request that will end at ``final_len`` tokens."""
+def next_power_of_two(n: int) -> int:
+    """The smallest power of two >= ``n`` (``n`` >= 1)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"next_power_of_two needs a positive integer, got {n!r}")
+    return 1 << (n - 1).bit_length()
+
+
+def reservation_size(prompt_len: int, output_len: int, max_seq_len: int, policy: str = "max") -> int:
+    """Slots a contiguous system reserves, at admission, for a prompt that will produce ``output_len`` tokens.
+
+    The prompt is known, so every policy but ``max`` reserves it exactly; the policies differ in
+    what they set aside for the output (see the module docstring). ``pow2`` and ``oracle`` read
+    the true output length, which is what makes them reference points rather than real systems.
+    ``pow2`` is capped at ``max_seq_len``, the most any request can reach.
+    """
     if policy not in RESERVE_POLICIES:
         raise ValueError(f"unknown reservation policy {policy!r}; choose one of {RESERVE_POLICIES}")
-    if not 0 < final_len <= max_seq_len:
-        raise ValueError(f"final length {final_len} must be in 1..max_seq_len={max_seq_len}")
+    if not isinstance(prompt_len, int) or prompt_len < 1:
+        raise ValueError(f"prompt length must be a positive integer, got {prompt_len!r}")
+    if not isinstance(output_len, int) or output_len < 0:
+        raise ValueError(f"output length must be a non-negative integer, got {output_len!r}")
+    if prompt_len + output_len > max_seq_len:
+        raise ValueError(f"final length {prompt_len} + {output_len} exceeds max_seq_len={max_seq_len}")
     if policy == "max":
         return max_seq_len
     if policy == "pow2":
-        return min(max_seq_len, 1 << (final_len - 1).bit_length())
-    return final_len
+        return min(max_seq_len, prompt_len + (next_power_of_two(output_len) if output_len else 0))
+    return prompt_len + output_len
 
 
 @dataclass(frozen=True)
@@ -57,6 +85,8 @@ class Extent:
 
 class ContiguousArena:
     """A linear arena of ``capacity`` slots with first-fit allocation of contiguous ranges."""
+
+    allocator = "first-fit"
 
     def __init__(self, capacity: int) -> None:
         if not isinstance(capacity, int) or capacity <= 0:
@@ -98,6 +128,11 @@ class ContiguousArena:
     def largest_hole(self) -> int:
         return max((size for _, size in self.holes()), default=0)
 
+    @property
+    def max_allocation(self) -> int:
+        """The largest reservation an empty arena could hold."""
+        return self.capacity
+
     def fits(self, size: int) -> bool:
         return self.largest_hole() >= size
 
@@ -129,3 +164,115 @@ class ContiguousArena:
     def stranded(self, next_size: int) -> int:
         """Free slots in holes smaller than ``next_size``: external fragmentation for that request."""
         return sum(size for _, size in self.holes() if size < next_size)
+
+
+class BuddyArena:
+    """A linear arena of ``capacity`` slots managed by a binary buddy allocator, as the paper's Orca.
+
+    A request for ``size`` slots gets a block of ``next_power_of_two(size)`` slots, aligned to its
+    size: the rounding is internal fragmentation on top of the reservation policy's. A free block
+    merges only with its *buddy* (the other half of the block it was split from), so two free
+    neighbours that are not buddies stay two holes: external fragmentation a first-fit arena would
+    not have. A capacity that is not a power of two starts as its binary decomposition (12 = 8 + 4).
+    Same interface as :class:`ContiguousArena`, so the simulator can swap one for the other.
+    """
+
+    allocator = "buddy"
+
+    def __init__(self, capacity: int) -> None:
+        if not isinstance(capacity, int) or capacity <= 0:
+            raise ValueError(f"arena capacity must be a positive integer, got {capacity!r}")
+        self.capacity = capacity
+        self._free: dict[int, set[int]] = {}           # block size -> starts of free blocks of that size
+        self._extents: list[Extent] = []               # sorted by start
+        self._by_owner: dict[Hashable, Extent] = {}
+        start = 0
+        for bit in reversed(range(capacity.bit_length())):
+            if capacity >> bit & 1:
+                self._free.setdefault(1 << bit, set()).add(start)
+                start += 1 << bit
+        self._top = 1 << (capacity.bit_length() - 1)   # the largest block there will ever be
+
+    @property
+    def extents(self) -> list[Extent]:
+        return list(self._extents)
+
+    @property
+    def reserved(self) -> int:
+        return sum(e.size for e in self._extents)
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.reserved
+
+    @property
+    def max_allocation(self) -> int:
+        """The largest reservation an empty arena could hold: its largest initial block."""
+        return self._top
+
+    def holes(self) -> list[tuple[int, int]]:
+        """Free blocks as (start, size), in address order (neighbours that are not buddies stay apart)."""
+        return sorted((start, size) for size, starts in self._free.items() for start in starts)
+
+    def extent(self, owner: Hashable) -> Extent:
+        """The block ``owner`` holds (its size is the rounded-up size)."""
+        try:
+            return self._by_owner[owner]
+        except KeyError:
+            raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
+
+    def largest_hole(self) -> int:
+        return max((size for size, starts in self._free.items() if starts), default=0)
+
+    def fits(self, size: int) -> bool:
+        return self.largest_hole() >= next_power_of_two(size)
+
+    def allocate(self, owner: Hashable, size: int) -> Extent:
+        """Take the lowest-address smallest free block that holds ``next_power_of_two(size)``, splitting it."""
+        if owner in self._by_owner:
+            raise KeyError(f"owner {owner!r} already holds a reservation")
+        if not isinstance(size, int) or not 0 < size <= self._top:
+            raise ValueError(f"reservation size must be in 1..{self._top} (the largest buddy block), got {size!r}")
+        need = next_power_of_two(size)
+        candidates = [b for b, starts in self._free.items() if b >= need and starts]
+        if not candidates:
+            raise NoContiguousSpaceError(
+                f"no free buddy block of {need} slots for {owner!r} ({size} rounded up): {self.free} slots free, "
+                f"largest block {self.largest_hole()}"
+            )
+        block = min(candidates)
+        start = min(self._free[block])
+        self._free[block].remove(start)
+        while block > need:                             # split, keeping the lower half, freeing the upper
+            block //= 2
+            self._free.setdefault(block, set()).add(start + block)
+        extent = Extent(owner, start, need)
+        bisect.insort(self._extents, extent, key=lambda e: e.start)
+        self._by_owner[owner] = extent
+        return extent
+
+    def release(self, owner: Hashable) -> Extent:
+        """Free ``owner``'s block and merge it with its buddy for as long as the buddy is free."""
+        try:
+            extent = self._by_owner.pop(owner)
+        except KeyError:
+            raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
+        self._extents.remove(extent)
+        start, block = extent.start, extent.size
+        while block < self._top and (start ^ block) in self._free.get(block, ()):
+            self._free[block].remove(start ^ block)
+            start, block = min(start, start ^ block), block * 2
+        self._free.setdefault(block, set()).add(start)
+        return extent
+
+    def stranded(self, next_size: int) -> int:
+        """Free slots in blocks smaller than ``next_size`` rounded up: external fragmentation for it."""
+        need = next_power_of_two(next_size)
+        return sum(size * len(starts) for size, starts in self._free.items() if size < need)
+
+
+def make_arena(capacity: int, allocator: str = "first-fit") -> ContiguousArena | BuddyArena:
+    """An empty arena of ``capacity`` slots managed by ``allocator`` (``first-fit`` or ``buddy``)."""
+    if allocator not in ALLOCATORS:
+        raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")
+    return ContiguousArena(capacity) if allocator == "first-fit" else BuddyArena(capacity)

@@ -1,4 +1,4 @@
-"""Where production engines implement each idea of the book (chapter 9).
+"""Where production engines implement each idea of the book (chapter 10).
 
 Each :class:`Implementation` row names a public repository, a file, a class or function in
 it, and the commit of the version that was read when the row was written. A row is a claim
@@ -7,9 +7,8 @@ look different a month later. Every note says what the code at that commit does,
 words; nothing here was copied from documentation or guessed from a function's name.
 
 The book side of each :class:`Concept` is a dotted path (``module:attribute.attribute``)
-into ``pagedkv_edu``, resolved by :func:`resolve`; concepts whose book module is still to be
-written (the sharing and prefix caching of chapter 7) carry ``None`` and say so in their
-chapter field. The tests check that every named book symbol imports and that every row
+into ``pagedkv_edu``, resolved by :func:`resolve`; a concept the book does not implement
+carries ``None`` and says so in its chapter field. The tests check that every named book symbol imports and that every row
 names an allowed project, its repository and a 40-hex commit.
 """
 
@@ -86,7 +85,7 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("layout", "The layout of the cache tensor", "3", "pagedkv_edu.kv_cache:PagedKVCache"),
     Concept("block-pool", "The block pool and its free list", "2", "pagedkv_edu.block_pool:BlockPool"),
     Concept("block-table", "Block tables and the slot mapping", "2", "pagedkv_edu.block_table:BlockTable.slot_mapping"),
-    Concept("store", "Writing new K and V into their slots", "4",
+    Concept("store", "Writing new K and V into their slots", "3",
             "pagedkv_edu.attention.triton_store:store_kv_kernel"),
     Concept("decode", "The paged decode-attention kernel and split-K", "4",
             "pagedkv_edu.attention.triton_decode:paged_decode_kernel"),
@@ -94,13 +93,13 @@ CONCEPTS: tuple[Concept, ...] = (
             "pagedkv_edu.attention.triton_decode:choose_num_splits"),
     Concept("gqa", "GQA: one program per KV head, not per query head", "4",
             "pagedkv_edu.attention.triton_decode:launch_config"),
-    Concept("admission", "Admission and the watermark", "2", "pagedkv_edu.block_manager:BlockManager.can_allocate"),
+    Concept("admission", "Admission and the watermark", "6", "pagedkv_edu.block_manager:BlockManager.can_allocate"),
     Concept("preemption", "Continuous batching and preemption (recompute or swap)", "6",
             "pagedkv_edu.scheduler:Scheduler"),
     Concept("sharing", "Reference counts, fork and copy-on-write", "7", "pagedkv_edu.block_manager:BlockManager.fork"),
-    Concept("prefix", "Automatic prefix caching: hashing, lookup, eviction", "7",
+    Concept("prefix", "Automatic prefix caching: hashing, lookup, eviction", "8",
             "pagedkv_edu.prefix_cache:PrefixCache.lookup"),
-    Concept("block-size", "Choosing a block size", "8", "pagedkv_edu.block_size:sweep"),
+    Concept("block-size", "Choosing a block size", "9", "pagedkv_edu.block_size:sweep"),
     Concept("cuda-graph", "CUDA graphs for decode", "not in the book", None),
 )
 

@@ -18,7 +18,7 @@ decode step finds no free block, the most recently admitted request is preempted
 recompute (its blocks are freed and it goes back to the front of the queue keeping its
 generated tokens), as in vLLM and nano-vllm.
 
-With ``enable_prefix_caching`` (chapter 7) every prompt gets the workload's token ids
+With ``enable_prefix_caching`` (chapter 8) every prompt gets the workload's token ids
 (:func:`~pagedkv_edu.workload.prompt_token_ids`: the shared system prompt is the same ids in
 every request), the block manager looks each admission up in its prefix cache, and each step
 reports the running sequences computed, as the engine does after its forward pass. The
@@ -33,7 +33,7 @@ from typing import Iterable
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
-from .contiguous import ContiguousArena, reservation_size
+from .contiguous import ALLOCATORS, BuddyArena, ContiguousArena, make_arena, reservation_size
 from .scheduler import ContiguousMemory, PagedMemory, Scheduler
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
@@ -101,6 +101,7 @@ class SimResult:
     hit_tokens: int = 0             # prompt tokens found in the prefix cache at first admission
     resumed_hit_tokens: int = 0     # a preempted request finding its own blocks again (not sharing)
     evictions: int = 0              # cached blocks reused for other content
+    allocator: str | None = None    # the contiguous arena's allocator (first-fit or buddy)
 
     def _sum(self, name: str) -> int:
         return sum(getattr(s, name) for s in self.steps)
@@ -206,6 +207,7 @@ def simulate(
     block_size: int = 16,
     max_seq_len: int = MAX_SEQ_LEN,
     reserve: str = "max",
+    allocator: str = "first-fit",
     watermark_blocks: int = 0,
     enable_prefix_caching: bool = False,
     vocab_size: int = 49152,
@@ -215,7 +217,8 @@ def simulate(
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
-    ``reserve`` (contiguous only) picks the reservation rule: ``max``, ``pow2`` or ``oracle``.
+    ``reserve`` (contiguous only) picks the reservation rule: ``max``, ``pow2`` or ``oracle``, and
+    ``allocator`` (contiguous only) the arena that places it: ``first-fit`` or the paper's ``buddy``.
     ``watermark_blocks`` (paged only) keeps that many blocks free at admission so running
     requests can grow without immediate preemption. ``enable_prefix_caching`` (paged only)
     gives the prompts token ids drawn with ``vocab_size`` and ``prompt_seed`` and shares
@@ -225,6 +228,8 @@ def simulate(
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+    if allocator not in ALLOCATORS:
+        raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")
     if enable_prefix_caching and policy != "paged":
         raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {policy!r}")
     if not isinstance(kv_budget_tokens, int) or kv_budget_tokens <= 0:
@@ -247,7 +252,7 @@ def simulate(
             raise ValueError(f"request {r.request_id} has an empty prompt")
 
     manager: BlockManager | None = None
-    arena: ContiguousArena | None = None
+    arena: ContiguousArena | BuddyArena | None = None
     memory: PagedMemory | ContiguousMemory
     reservations: dict[int, int] = {}
     if policy == "paged":
@@ -257,16 +262,16 @@ def simulate(
         capacity = manager.pool.capacity_tokens
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
-        arena = ContiguousArena(kv_budget_tokens)
-        reservations = {r.request_id: reservation_size(r.final_len, max_seq_len, reserve) for r in reqs}
+        arena = make_arena(kv_budget_tokens, allocator)
+        reservations = {r.request_id: reservation_size(r.prompt_len, r.output_len, max_seq_len, reserve) for r in reqs}
         memory = ContiguousMemory(arena, lambda seq_id, _num_tokens: reservations[seq_id])
         capacity = kv_budget_tokens
-        too_big = [i for i, size in reservations.items() if size > capacity]
+        too_big = [i for i, size in reservations.items() if size > arena.max_allocation]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in a budget of {kv_budget_tokens} tokens")
 
     result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity,
-                       prefix_caching=enable_prefix_caching)
+                       prefix_caching=enable_prefix_caching, allocator=allocator if arena else None)
     records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
     result.requests = list(records.values())
     scheduler = Scheduler(memory)
@@ -343,7 +348,7 @@ def _record(
     num_waiting: int,
     head: _SimSequence | None,
     manager: BlockManager | None,
-    arena: ContiguousArena | None,
+    arena: ContiguousArena | BuddyArena | None,
     reservations: dict[int, int],
     capacity: int,
 ) -> StepRecord:
@@ -353,7 +358,7 @@ def _record(
         return StepRecord(step, len(running), num_waiting, used, 0, internal, 0, capacity - used - internal)
     assert arena is not None
     over = sum(s.request.final_len - s.num_tokens for s in running)
-    internal = sum(reservations[s.seq_id] - s.request.final_len for s in running)
+    internal = sum(arena.extent(s.seq_id).size - s.request.final_len for s in running)  # a buddy block's rounding too
     external = arena.stranded(reservations[head.seq_id]) if head is not None else 0
     free = capacity - arena.reserved - external
     return StepRecord(step, len(running), num_waiting, used, over, internal, external, free)

@@ -120,9 +120,9 @@ def test_slot_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFix
 def test_slot_checker_diff_names_the_position_and_the_foreign_block(capsys: pytest.CaptureFixture[str]) -> None:
     check_slot_mapping(lambda t, b, ps: [(t[p // b] + 3) * b + p % b for p in ps])
     out = capsys.readouterr().out
-    # position 0 of seed 000: expected 7*16 = 112, got 10*16 = 160, block 10: not this table's.
+    # position 0 of the paged-KV-cache article: expected 7*16 = 112, got 10*16 = 160, block 10: not this table's.
     assert "       0      112      160  lands in block 10 (offset 0), which this table [7, 3, 12] does not hold" in out
-    assert 'also wrong: "seed 004' in out
+    assert "also wrong: \"the block-table article" in out
 
 
 def test_slot_checker_blames_the_block_size(capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,7 +280,7 @@ def test_append_checker_blames_the_block_size(capsys: pytest.CaptureFixture[str]
     assert "hidden case" in out and "(right only when B is a power of two), but the block size here is 12" in out
     check_append_token(_append_global_b)
     out = capsys.readouterr().out
-    assert "seed 004" in out and "slot: expected 7, got 23 (the slot at block size 16, but the block size here is 4)" in out
+    assert "the block-table article" in out and "slot: expected 7, got 23 (the slot at block size 16, but the block size here is 4)" in out
 
 
 def test_append_checker_names_blocks_it_should_not_have_taken(capsys: pytest.CaptureFixture[str]) -> None:
@@ -297,7 +297,7 @@ def test_append_checker_names_blocks_it_should_not_have_taken(capsys: pytest.Cap
     check_append_token(invents_a_block)
     assert "block ids [99] are out of range for a pool of 8 blocks" in capsys.readouterr().out
     check_append_token(steals_a_block)
-    # block 5 is free in the seed-004 case; in the seed-000 case it belongs to someone else.
+    # block 5 is free in the block-table article case; in the paged-KV-cache article case it belongs to someone else.
     assert "block ids [5] were never free: another request holds them" in capsys.readouterr().out
 
 

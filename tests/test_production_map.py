@@ -1,4 +1,4 @@
-"""production_map: every row of chapter 9's map is well formed and every book symbol it names exists."""
+"""production_map: every row of chapter 10's map is well formed and every book symbol it names exists."""
 
 from __future__ import annotations
 
@@ -90,3 +90,10 @@ def test_html_table_escapes_and_links() -> None:
     assert "num_tokens - 1" in pm.html_table("prefix")
     for r in pm.rows_for("store"):
         assert f'href="{r.url}"' in table
+
+
+def test_concepts_cite_the_chapters_that_teach_them() -> None:
+    """Chapter numbers after the chapter-7 split: store 3, admission 6, prefix caching 8, block size 9."""
+    chapters = {c.key: c.chapter for c in pm.CONCEPTS}
+    assert (chapters["store"], chapters["admission"], chapters["sharing"], chapters["prefix"],
+            chapters["block-size"]) == ("3", "6", "7", "8", "9")

@@ -317,7 +317,7 @@ def test_simulation_accounts_for_every_slot_and_finishes_every_request(workload,
     if policy == "paged":
         budget = max(blocks_needed(r.final_len, block_size) for r in reqs) * block_size + spare
     else:
-        budget = max(reservation_size(r.final_len, MAX_SEQ, reserve) for r in reqs) + spare
+        budget = max(reservation_size(r.prompt_len, r.output_len, MAX_SEQ, reserve) for r in reqs) + spare
     result = simulate(reqs, policy, budget, block_size=block_size, max_seq_len=MAX_SEQ, reserve=reserve,
                       watermark_blocks=watermark, max_steps=10_000)
     for rec, r in zip(sorted(result.requests, key=lambda x: x.request_id), reqs):

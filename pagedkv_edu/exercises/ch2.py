@@ -31,8 +31,8 @@ class SlotCase:
 
 
 SLOT_CASES: tuple[SlotCase, ...] = (
-    SlotCase("seed 000: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16, tuple(range(41)), 16),
-    SlotCase("seed 004: 9 tokens in [7, 1, 3], block size 4", (7, 1, 3), 4, tuple(range(9)), 8),
+    SlotCase("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16, tuple(range(41)), 16),
+    SlotCase("the block-table article: 9 tokens in [7, 1, 3], block size 4", (7, 1, 3), 4, tuple(range(9)), 8),
     SlotCase("positions out of order, block size 8", (5, 0, 9, 2), 8, (31, 0, 8, 17, 7, 24, 16), 12),
     SlotCase("block size 1", (3, 0, 2), 1, (0, 1, 2), 4),
 )
@@ -196,9 +196,9 @@ class AppendCase:
 
 
 APPEND_CASES: tuple[AppendCase, ...] = (
-    AppendCase("seed 004: [7, 1] holds 7 tokens, block size 4; the 8th and 9th arrive",
+    AppendCase("the block-table article: [7, 1] holds 7 tokens, block size 4; the 8th and 9th arrive",
                (7, 1), 7, 4, (3, 0, 2, 4, 5, 6), 2, 8),
-    AppendCase("seed 000: an empty sequence grows to 42 tokens, block size 16",
+    AppendCase("the paged-KV-cache article: an empty sequence grows to 42 tokens, block size 16",
                (), 0, 16, (7, 3, 12, 0, 14), 42, 16),
     AppendCase("block size 1: every token takes a block", (), 0, 1, (2, 0, 1), 3, 3),
 )

@@ -48,7 +48,7 @@ class GatherCase:
 
 
 GATHER_CASES: tuple[GatherCase, ...] = (
-    GatherCase("seed 004: 9 tokens in blocks [7, 1, 3], block size 4", 8, 4, (7, 1, 3), 9),
+    GatherCase("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4", 8, 4, (7, 1, 3), 9),
     GatherCase("a full last block: 8 tokens in [5, 2], block size 4", 8, 4, (5, 2), 8),
     GatherCase("one token", 6, 16, (4,), 1),
     GatherCase("block size 1: [3, 0, 2]", 5, 1, (3, 0, 2), 3),

@@ -1,4 +1,4 @@
-"""Grader for chapter 8: last-block waste at a given block size.
+"""Grader for chapter 9 (block size): last-block waste at a given block size.
 
 Catches ``n % B`` (the *filled* slots of the last block, not the empty ones), ``B - n % B``
 (which wastes a whole block when the last block is exactly full), rounding down, and the
@@ -16,7 +16,7 @@ from .grading import ArgsCase, Reader, as_int, grade, short
 from .solutions import ch8 as reference
 
 WASTE_CASES: tuple[tuple[str, int, int], ...] = (
-    ("seed 000's 825-token request, B = 16", 825, 16),
+    ("the paged-KV-cache article's 825-token request, B = 16", 825, 16),
     ("a full last block wastes nothing", 832, 16),
     ("one token", 1, 16),
     ("block size 1 never wastes", 825, 1),

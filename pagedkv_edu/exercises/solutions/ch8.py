@@ -1,4 +1,4 @@
-"""Reference solution for chapter 8: the empty slots of a sequence's last block."""
+"""Reference solution for chapter 9 (block size): the empty slots of a sequence's last block."""
 
 from __future__ import annotations
 

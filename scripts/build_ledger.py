@@ -1,0 +1,91 @@
+"""Render the claims ledger (book/ledger.md) from its data file (book/ledger.yml).
+
+Run from the repository root: ``python scripts/build_ledger.py``. tests/test_ledger.py fails when
+the page is out of date, when a quote is not verbatim, when a number in the articles has no entry,
+or when an entry's evidence is missing from the notebook or record it names.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "book" / "ledger.yml"
+PAGE = ROOT / "book" / "ledger.md"
+VERDICTS = ("reproduced", "differs", "not measurable here")
+MARK = {"reproduced": "✓ reproduced", "differs": "≠ differs", "not measurable here": "∅ not measurable here"}
+
+
+def load() -> dict:
+    return yaml.safe_load(DATA.read_text(encoding="utf-8"))
+
+
+def _link(path: str | None) -> str:
+    if not path:
+        return ""
+    if path.startswith("notebooks/"):
+        return f" ([{Path(path).stem}](../{path.removesuffix('.ipynb')}))"
+    return f" (`{path}`)"
+
+
+def render(data: dict) -> str:
+    """The ledger page: a summary table, then one section per claim, then the sentences that are not claims."""
+    names = {key: a["called"] for key, a in data["articles"].items()}
+    claims = data["claims"]
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    out = [
+        "# Appendix: the claims ledger · 附錄：主張對照表",
+        "",
+        "Every number and checkable claim of the two articles the book follows (see the",
+        "[references](references.md)), quoted in the original Traditional Chinese with an English gloss,",
+        "where the book reproduces it, what it measures, and a verdict. A test checks that every sentence",
+        "of the articles that contains a number has an entry here, that each quote is verbatim, and that",
+        "each measured value appears in the committed output it cites. This page is generated from",
+        "`book/ledger.yml` by `python scripts/build_ledger.py`.",
+        "",
+        "本頁列出本書所依據兩篇文章中的每一個數字與可檢驗的主張：原文引述、英文說明、本書在哪裡重現、量測結果，",
+        "以及判定（重現／不同並說明原因／此處無法量測並說明原因）。",
+        "",
+        f"**{len(claims)} claims:** {counts['reproduced']} reproduced, {counts['differs']} differ, "
+        f"{counts['not measurable here']} not measurable here.",
+        "",
+        "| claim | article | verdict | where |",
+        "|---|---|---|---|",
+    ]
+    for c in claims:
+        out.append(f"| {{ref}}`{c['id']}` | {names[c['article']]} | {MARK[c['verdict']]} | {c['where']} |")
+    out.append("")
+    for c in claims:
+        out += [
+            f"({c['id']})=",
+            f"## {c['id']}: {MARK[c['verdict']]}",
+            "",
+            f"> 「{c['quote']}」",
+            "",
+            f"*{names[c['article']]}:* {c['gloss']}",
+            "",
+            f"- **Where:** {c['where']}{_link(c.get('in'))}",
+            f"- **Measured:** {c['measured']}",
+            f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
+            "",
+        ]
+    out += ["## Sentences with numbers that are not claims", ""]
+    for group in data["not_claims"]:
+        out.append(f"*{names[group['article']]}*, {group['why']}:")
+        out.append("")
+        out += [f"- 「{q}」" for q in group["quotes"]]
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> int:
+    PAGE.write_text(render(load()), encoding="utf-8")
+    print(f"wrote {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
