@@ -631,8 +631,9 @@ def _run_merge(fn: object, case: Case) -> list[str]:
     device = runtime.device()
     gen = torch.Generator().manual_seed(p.get("seed", 3) + 77)
     # part[r, s, :dim] (row stride of dim + 3, so head_dim is not the split stride); NaN past num_splits.
-    part = torch.full((rows, pad, dim + 3), float("nan"))
-    lse = torch.full((rows, pad), JUNK_LSE)
+    # One spare row at the end: a mask that reads one split too many stays inside the buffer.
+    part = torch.full((rows + 1, pad, dim + 3), float("nan"))
+    lse = torch.full((rows + 1, pad), JUNK_LSE)
     want = torch.zeros(rows, dim, dtype=torch.float64)
     for r, n in enumerate(p["splits"]):
         part[r, :n, :dim] = torch.randn(n, dim, generator=gen)
@@ -703,14 +704,14 @@ ATTENTION_TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-
 
 
 def _attention_cases() -> Iterator[tuple[str, dict]]:
-    yield "decode, block size 5, GQA group 3, lengths 1, 5, 13", dict(
-        B=5, heads=6, kv=2, dim=8, seq_lens=[1, 5, 13], q_lens=[1, 1, 1], dtype=torch.float32, splits=1)
-    yield "decode with split-K (3 splits), block size 12, GQA group 4", dict(
-        B=12, heads=4, kv=1, dim=6, seq_lens=[24, 7], q_lens=[1, 1], dtype=torch.float32, splits=3)
+    yield "decode, block size 5, GQA group 3, lengths 1, 5, 13 and 70", dict(
+        B=5, heads=6, kv=2, dim=8, seq_lens=[1, 5, 13, 70], q_lens=[1, 1, 1, 1], dtype=torch.float32)
+    yield "decode, block size 12, GQA group 4, head_dim 6, lengths 24 and 7", dict(
+        B=12, heads=4, kv=1, dim=6, seq_lens=[24, 7], q_lens=[1, 1], dtype=torch.float32)
     yield "a prefill of 4 tokens, a decode and an idle sequence (0 queries), block size 3, float16", dict(
-        B=3, heads=4, kv=1, dim=4, seq_lens=[4, 9, 6], q_lens=[4, 1, 0], dtype=torch.float16, splits=2)
+        B=3, heads=4, kv=1, dim=4, seq_lens=[4, 9, 6], q_lens=[4, 1, 0], dtype=torch.float16)
     yield "decode, block size 6, bfloat16, GQA group 4", dict(
-        B=6, heads=8, kv=2, dim=8, seq_lens=[6, 12], q_lens=[1, 1], dtype=torch.bfloat16, splits=1)
+        B=6, heads=8, kv=2, dim=8, seq_lens=[6, 12], q_lens=[1, 1], dtype=torch.bfloat16)
 
 
 def check_paged_attention(attend: Callable[..., torch.Tensor]) -> bool:
