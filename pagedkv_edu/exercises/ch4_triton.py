@@ -227,7 +227,7 @@ def _run_store(kernel: object, case: Case) -> list[str]:
                 problems.append(f"program {t} (token {t}) maps to {_where(s, B)}: {name} head {head} there should "
                                 f"be token {t}'s {name} row, but it holds "
                                 f"{_row_owner(got[s // B, s % B, head], k, v, head)} (dtype {_dtype_name(dtype)})")
-                return problems + _store_hints(slots, B)
+                return problems + _store_hints(s, B)
     for name, got, want in (("K", cache.k, expected_k), ("V", cache.v, expected_v)):
         stray = ~_same(got, want).flatten(2).all(dim=-1)  # [blocks, B]: slots that changed but should not
         if bool(stray.any()):
@@ -236,7 +236,7 @@ def _run_store(kernel: object, case: Case) -> list[str]:
             padding = [t for t, x in enumerate(slots) if x < 0]
             problems.append(f"{_where(s, B)} was written in the {name} cache, but no token maps there" +
                             (f" (tokens {padding} are padding, slot -1: skip them)" if padding else ""))
-            return problems + _store_hints(slots, B)
+            return problems + _store_hints(None, B)
     if not bool(_same(cache.buffer[outside], before).all()):
         padding = [t for t, x in enumerate(slots) if x < 0]
         problems.append("something was written outside the cache's rows: past head_dim (a mask with <= instead "
@@ -245,12 +245,13 @@ def _run_store(kernel: object, case: Case) -> list[str]:
     return problems
 
 
-def _store_hints(slots: list[int], B: int) -> list[str]:
+def _store_hints(slot: int | None, B: int) -> list[str]:
+    """Hints for a wrong store: the block size's arithmetic, and slot 0 (which is not padding)."""
     hints = []
     if B & (B - 1):
         hints.append(f"hint: block size {B} is not a power of two, so shifts and masks (& (B - 1)) do not split "
                      f"a slot: use slot // B and slot % B")
-    if 0 in slots:
+    if slot == 0:
         hints.append("hint: slot 0 is a real slot; only -1 means padding")
     return hints
 
@@ -371,7 +372,7 @@ def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> str | None:
     candidates = {
         "// and % swapped (the table is indexed by pos % B)":
             table[pos % B] * B + pos // B if pos % B < len(table) and table[pos % B] >= 0 else None,
-        f"a power-of-two trick: pos >> {shift} and pos & {B - 1} split a position only when B is a power of two":
+        f"a power-of-two trick: pos >> {shift} and pos & (B - 1) split a position only when B = {B} is a power of two":
             table[pos >> shift] * B + (pos & (B - 1)) if (pos >> shift) < len(table) else None,
         "the offset is missing: block * B is the first slot of the block": table[pos // B] * B,
         "block * B is missing: a table entry is a block number, not a slot": table[pos // B] + pos % B,

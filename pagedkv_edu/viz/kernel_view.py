@@ -21,6 +21,7 @@ from .render import PALETTE, _text, _text_colour
 CELL = 22  # one slot or one token position
 PAD = 12
 LABEL_W = 92  # room for the row labels on the left
+MIN_WIDTH = 460  # room for the title lines
 MASKED = "#EEEEEE"
 UNREAD = "#FFFFFF"
 
@@ -104,13 +105,15 @@ def tile_reads_svg(block_tables: Sequence[Sequence[int]], seq_lens: Sequence[int
     x0, y = PAD, PAD
     body.append(_text(x0, y + 11, f"token positions, tiles of {tile_n} (block size {block_size}, "
                                   f"{num_splits} split{'s' * (num_splits > 1)} per sequence)", size=11, weight="bold"))
-    y += 20
+    body.append(_text(x0, y + 26, "colour: one program (sequence, split); tN: its tile N; hatched: masked, "
+                                  "reads nothing", size=10, colour="#555555"))
+    y += 36
     widest = block_size
     for seq, (table, seq_len) in enumerate(zip(block_tables, seq_lens)):
         if seq_len > len(table) * block_size:
             raise ValueError(f"sequence {seq} has {seq_len} tokens but its table {list(table)} holds "
                              f"{len(table) * block_size} at block size {block_size}")
-        body.append(_text(x0, y + 15, f"seq {seq} {list(table)}"[:16], size=10))
+        body.append(_text(x0, y + 15, f"sequence {seq}", size=10))
         x = x0 + LABEL_W
         cells = 0
         for split, (start, end) in enumerate(split_ranges(seq_len, num_splits, tile_n)):
@@ -131,7 +134,7 @@ def tile_reads_svg(block_tables: Sequence[Sequence[int]], seq_lens: Sequence[int
         y += CELL + 6
     grid, y = _cache_grid(x0, y + 6, num_blocks, block_size, painted)
     body += grid
-    width = x0 + LABEL_W + widest * CELL + PAD + 40
+    width = max(MIN_WIDTH, x0 + LABEL_W + widest * CELL + PAD + 40)
     summary = (f"tile reads: {len(seq_lens)} sequences, block size {block_size}, tiles of {tile_n}, "
                f"{num_splits} splits, {len(painted)} slots read")
     return KernelView(_svg(width, y + PAD, body, summary), summary)
@@ -166,6 +169,6 @@ def store_svg(slot_mapping: Sequence[int], block_size: int, num_blocks: int) -> 
         body.append(_text(x + CELL / 2, y + CELL + 15, str(slot), size=9, anchor="middle"))
     grid, y_end = _cache_grid(x0, y + 2 * CELL + 8, num_blocks, block_size, painted)
     body += grid
-    width = x0 + LABEL_W + max(block_size, len(slot_mapping)) * CELL + PAD
+    width = max(MIN_WIDTH, x0 + LABEL_W + max(block_size, len(slot_mapping)) * CELL + PAD)
     summary = (f"store: {len(slot_mapping)} tokens, {len(painted)} written, block size {block_size}")
     return KernelView(_svg(width, y_end + PAD, body, summary), summary)
