@@ -106,5 +106,6 @@ def test_bench_decode_through_triton_writes_a_record_the_chapter_reads(tmp_path,
     saved = json.loads(out.read_text())
     assert {"device", "date_utc", "torch", "triton", "versions", "backend"} <= set(saved)
     found = bench_decode.latest_triton_records(tmp_path)
-    assert list(found) == ["tiny-random"] and found["tiny-random"][0] == out
+    assert list(found) == [("tiny-random", "interpreter")] and found[("tiny-random", "interpreter")][0] == out
+    assert bench_decode.triton_row(saved) == saved["rows"][0]
     assert bench_decode.latest_triton_records(tmp_path / "none") == {}

@@ -189,22 +189,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return emit(args, record, _print)
 
 
-def latest_triton_records(directory: Path = RESULTS_DIR) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """Per model, the newest committed ``decode`` record with a row that ran our decoder through Triton.
+def latest_triton_records(directory: Path = RESULTS_DIR) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
+    """The newest committed ``decode`` record per (model, backend) with a row that ran our decoder
+    through Triton; ``backend`` is the record's: ``"interpreter"`` (a CPU) or ``"cuda"``.
 
     Chapter 5 reports seconds per token through Triton from these, with their device and date;
     a model without such a record has not been measured.
     """
-    found: dict[str, tuple[str, Path, dict[str, Any]]] = {}
+    found: dict[tuple[str, str], tuple[str, Path, dict[str, Any]]] = {}
     for path in sorted(directory.glob("decode-*.json")):
         record = json.loads(path.read_text())
-        if record.get("benchmark") != "decode" or not any(r.get("system") == "pagedkv_edu paged (triton)"
-                                                          for r in record.get("rows", [])):
+        if record.get("benchmark") != "decode" or triton_row(record) is None:
             continue
-        model, date = record.get("model", "?"), record.get("date_utc", "")
-        if model not in found or date > found[model][0]:
-            found[model] = (date, path, record)
-    return {model: (path, record) for model, (_, path, record) in found.items()}
+        key, date = (record.get("model", "?"), record.get("backend", "?")), record.get("date_utc", "")
+        if key not in found or date > found[key][0]:
+            found[key] = (date, path, record)
+    return {key: (path, record) for key, (_, path, record) in sorted(found.items())}
+
+
+def triton_row(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The row of a ``decode`` record in which our decoder ran through Triton and was timed per step, if any
+    (records written before ``seconds_per_decode_step`` existed have none)."""
+    return next((r for r in record.get("rows", []) if r.get("system") == "pagedkv_edu paged (triton)"
+                 and r.get("seconds_per_decode_step") is not None), None)
 
 
 def _print(record: dict[str, Any]) -> None:
