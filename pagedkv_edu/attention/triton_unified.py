@@ -31,8 +31,10 @@ tile would be mostly padding and it cannot split a long context across programs.
 :func:`pagedkv_edu.attention.paged_attention` chooses between them.
 
 Tile sizes (:func:`unified_config`): on a GPU, ``BLOCK_M = 64`` rows and ``TILE_N = 64``
-keys (``tl.dot`` needs 16 or more in every dimension; head_dim and rows are padded to
-powers of two and masked). In the interpreter every program runs one after another in
+keys for 16-bit caches (32 x 32 for fp32, smaller past head_dim 128, so that nothing spills
+registers on sm_90; ``tl.dot`` needs 16 or more in every dimension; head_dim and rows are
+padded to powers of two and masked). These are untuned first choices: no GPU was
+available when the kernel was written, and ``bench attention --mode prefill`` measures them. In the interpreter every program runs one after another in
 NumPy, so the cost is the number of programs and loop iterations, not the tile's size:
 there ``BLOCK_M`` grows with the longest query (up to 128 rows) and ``TILE_N = 32``, which
 keeps the test batches to a few programs.
@@ -78,9 +80,16 @@ def unified_config(group: int, head_dim: int, dtype: torch.dtype, max_query_len:
     """
     gpu = runtime.BACKEND == "cuda" if gpu is None else gpu
     if gpu:
-        rows = block_m or max(64, _next_pow2(group))
-        return UnifiedConfig(rows, tile_n or 64, max(16, _next_pow2(head_dim)), num_warps, num_stages,
-                             dot_fp32=dtype == torch.float32)
+        head_dim_pad = max(16, _next_pow2(head_dim))
+        fp32 = dtype == torch.float32
+        # Sized so that scripts/compile_for_gpu.py finds no register spills on sm_90: fp32 dots run
+        # without 16-bit tensor-core inputs and need smaller tiles; past head_dim 128 the tiles shrink too.
+        if fp32:
+            rows, keys = (32, 32) if head_dim_pad <= 128 else (16, 16)
+        else:
+            rows, keys = 64, (64 if head_dim_pad <= 128 else 32)
+        return UnifiedConfig(block_m or max(rows, _next_pow2(group)), tile_n or keys, head_dim_pad, num_warps,
+                             num_stages, dot_fp32=fp32)
     rows = block_m or min(max(128, _next_pow2(group)), _next_pow2(group * max(1, max_query_len)))
     return UnifiedConfig(rows, tile_n or 32, _next_pow2(head_dim), num_warps, num_stages,
                          dot_fp32=dtype in (torch.float32, torch.bfloat16))
