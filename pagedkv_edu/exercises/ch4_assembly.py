@@ -11,13 +11,20 @@ kernel. The pieces are passed to the kernel as ``tl.constexpr`` arguments: Trito
 ``@triton.jit`` function given that way as part of the compiled program (a new function
 compiles a new kernel), in the interpreter and on a GPU alike.
 
-How it attends: every query token is a decode query over its own causal prefix. Query ``i``
-of sequence ``s`` sits at position ``seq_lens[s] - q_len[s] + i`` and sees keys ``0 ..
-that position``, so the grid has one program per (query token, KV head, split). With one
-token per sequence this is exactly chapter 4's split-K decode kernel; a prefill re-reads the
-prefix once per query token, which is correct and simple but not fast (the unified kernel,
-``pagedkv_edu.attention.triton_unified``, shares each K/V tile between query tokens).
-Stage 2 always runs the merge piece, even with one split, so every piece is exercised.
+How it attends. Query ``i`` of sequence ``s`` sits at position ``seq_lens[s] - q_len[s] + i``
+and sees keys ``0 .. that position``. The grid has one program per (query block, KV head,
+split): a query block is up to ``BLOCK_Q`` consecutive new tokens of one sequence, and the
+rows of the program's tile are (query token, query head of this KV head) pairs, so a K/V
+tile loaded once serves every query of the block and every head of the GQA group. A causal
+mask hides the keys after each row's position. A decode step is ``BLOCK_Q = 1``: exactly
+chapter 4's split-K decode kernel. The reader's pieces do not care how many rows there are.
+
+Split-K is used only when every sequence brings one token: with several query tokens, a
+split that starts after a row's position would leave that row with no key at all, which
+the online-softmax piece (by its contract) need not handle. With one split, stage 1 writes
+the normalised output itself and the merge is skipped (the interpreter runs the programs of
+a launch one after another, so a needless launch costs time); with ``num_splits >= 2`` the
+merge piece combines the splits.
 """
 
 from __future__ import annotations
@@ -35,44 +42,60 @@ import triton.language as tl  # noqa: E402
 
 AttentionFn = Callable[..., torch.Tensor]
 
-DEFAULT_TILE_N = 32
-"""Token positions per loop iteration: the interpreter runs fewer, larger tiles faster."""
+DEFAULT_TILE_N = 64
+"""Key positions per loop iteration: the interpreter runs fewer, larger tiles faster."""
+
+BLOCK_Q = 16
+"""Query tokens per program when a sequence brings more than one (a prefill or a chunk)."""
 
 
 @triton.jit
 def assembled_split_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, token_seq_ptr, token_ctx_ptr, part_ptr, lse_ptr,
+    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, query_start_loc_ptr,
+    block_seq_ptr, block_q0_ptr, part_ptr, lse_ptr,
     qk_scale, num_splits,
     stride_qt, stride_qh,
     stride_cb, stride_ct, stride_ch,
     stride_tb,
     stride_pt, stride_ph, stride_ps, stride_lt, stride_lh,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
-    TILE_SLOTS: tl.constexpr, LOAD_TILE: tl.constexpr, UPDATE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, BLOCK_Q: tl.constexpr,
+    TILE_SLOTS: tl.constexpr, LOAD_TILE: tl.constexpr, UPDATE: tl.constexpr, WRITE_LSE: tl.constexpr,
 ):
-    """Stage 1, program (query token, KV head, split): this split's normalised output and lse."""
-    token = tl.program_id(0)
+    """Stage 1, program (query block, KV head, split): normalised outputs (and lse) of its rows.
+
+    Without split-K (``WRITE_LSE=False``) ``part_ptr`` is the output itself, in its dtype.
+    """
+    qblock = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
-    seq = tl.load(token_seq_ptr + token)
-    ctx = tl.load(token_ctx_ptr + token)  # keys this query sees: its position + 1
+    seq = tl.load(block_seq_ptr + qblock)
+    q0 = tl.load(block_q0_ptr + qblock)  # the block's first query token (an index into q)
+    q_end = tl.load(query_start_loc_ptr + seq + 1)
+    seq_len = tl.load(seq_lens_ptr + seq)
+    first_pos = seq_len - q_end + q0  # the position of token q0 in its sequence
+
+    # Rows: (query token, query head) pairs; row r is token q0 + r // GROUP_PAD, head r % GROUP_PAD.
+    offs_r = tl.arange(0, BLOCK_Q * GROUP_PAD)
+    qi = offs_r // GROUP_PAD
+    g = offs_r % GROUP_PAD
+    tokens = q0 + qi
+    row_mask = (tokens < q_end) & (g < GROUP)
+    row_pos = first_pos + qi  # each row sees keys 0 .. row_pos
+    heads = kv_head * GROUP + g
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    q_mask = row_mask[:, None] & mask_d[None, :]
+    q = tl.load(q_ptr + tokens.to(tl.int64)[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :],
+                mask=q_mask, other=0.0).to(tl.float32)
+
+    ctx = tl.minimum(first_pos + BLOCK_Q, seq_len)  # keys the block's last row sees
     chunk = tl.cdiv(tl.cdiv(ctx, num_splits), TILE_N) * TILE_N
     start = split * chunk
     end = tl.minimum(start + chunk, ctx)
-
-    offs_g = tl.arange(0, GROUP_PAD)
-    mask_g = offs_g < GROUP
-    heads = kv_head * GROUP + offs_g
-    offs_d = tl.arange(0, HEAD_DIM_PAD)
-    mask_d = offs_d < HEAD_DIM
-    q_mask = mask_g[:, None] & mask_d[None, :]
-    q = tl.load(q_ptr + token * stride_qt + heads[:, None] * stride_qh + offs_d[None, :],
-                mask=q_mask, other=0.0).to(tl.float32)
-
-    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUP_PAD], tl.float32)
-    acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
+    m_i = tl.full([BLOCK_Q * GROUP_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_Q * GROUP_PAD], tl.float32)
+    acc = tl.zeros([BLOCK_Q * GROUP_PAD, HEAD_DIM_PAD], tl.float32)
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_tb
     for tile_start in tl.range(start, end, TILE_N):
         offs_n = tile_start + tl.arange(0, TILE_N)
@@ -82,16 +105,18 @@ def assembled_split_kernel(
                       stride_cb, stride_ct, stride_ch, BLOCK_SIZE).to(tl.float32)
         v = LOAD_TILE(v_cache_ptr, slots, mask_n, kv_head, offs_d, mask_d,
                       stride_cb, stride_ct, stride_ch, BLOCK_SIZE).to(tl.float32)
-        qk = tl.sum(q[:, None, :] * k[None, :, :], 2) * qk_scale  # [GROUP_PAD, TILE_N], base-2 logits
-        qk = tl.where(mask_n[None, :], qk, float("-inf"))
+        qk = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale  # [rows, TILE_N], base-2 logits
+        visible = mask_n[None, :] & (offs_n[None, :] <= row_pos[:, None])
+        qk = tl.where(visible, qk, float("-inf"))
         m_i, l_i, acc = UPDATE(m_i, l_i, acc, qk, v)
 
     safe_l = tl.where(l_i > 0, l_i, 1.0)  # an empty split has l = 0: output 0, lse -inf
     part = acc / safe_l[:, None]
-    base = token.to(tl.int64) * stride_pt + heads * stride_ph + split * stride_ps
-    tl.store(part_ptr + base[:, None] + offs_d[None, :], part, mask=q_mask)
-    lse = tl.where(l_i > 0, m_i + tl.log2(safe_l), float("-inf"))
-    tl.store(lse_ptr + token.to(tl.int64) * stride_lt + heads * stride_lh + split, lse, mask=mask_g)
+    base = tokens.to(tl.int64) * stride_pt + heads * stride_ph + split * stride_ps
+    tl.store(part_ptr + base[:, None] + offs_d[None, :], part.to(part_ptr.dtype.element_ty), mask=q_mask)
+    if WRITE_LSE:
+        lse = tl.where(l_i > 0, m_i + tl.log2(safe_l), float("-inf"))
+        tl.store(lse_ptr + tokens.to(tl.int64) * stride_lt + heads * stride_lh + split, lse, mask=row_mask)
 
 
 @triton.jit
@@ -171,24 +196,42 @@ def assemble_paged_attention(
         out = torch.empty_like(q)
         if num_tokens == 0:
             return out
-        # Which sequence each query token belongs to, and how many keys it sees (position + 1).
-        qsl = query_start_loc.to(torch.int64)
-        seq_of = torch.repeat_interleave(torch.arange(seq_lens.shape[0], device=q.device), qsl[1:] - qsl[:-1],
-                                         output_size=num_tokens)
-        token_ctx = seq_lens.to(torch.int64)[seq_of] - qsl[1:][seq_of] + torch.arange(num_tokens, device=q.device) + 1
-        splits = num_splits or choose_num_splits(num_tokens, num_kv_heads, block_tables.shape[1] * block_size,
-                                                 q.device)
+        # The query blocks: up to block_q consecutive new tokens of one sequence each.
+        starts = query_start_loc.tolist()
+        q_lens = [b - a for a, b in zip(starts, starts[1:])]
+        block_q = 1 if max(q_lens) == 1 else BLOCK_Q
+        block_seq, block_q0 = [], []
+        for s, (first, n) in enumerate(zip(starts, q_lens)):
+            for j in range(0, n, block_q):
+                block_seq.append(s)
+                block_q0.append(first + j)
+        if block_q > 1:
+            splits = 1  # see the module docstring: a causal row may see no key of a later split
+        else:
+            splits = num_splits or choose_num_splits(num_tokens, num_kv_heads, block_tables.shape[1] * block_size,
+                                                     q.device)
         cfg = launch_config(group, head_dim, q.dtype)
         q = q if q.stride(-1) == 1 else q.contiguous()
+        common = dict(GROUP=group, GROUP_PAD=cfg.group_pad, HEAD_DIM=head_dim, HEAD_DIM_PAD=cfg.head_dim_pad,
+                      BLOCK_SIZE=block_size, TILE_N=max(tile_n, 16) if runtime.BACKEND == "cuda" else tile_n,
+                      BLOCK_Q=block_q, **pieces)
+        grid = (len(block_seq), num_kv_heads, splits)
+        tables = (seq_lens, query_start_loc, torch.tensor(block_seq, dtype=torch.int32, device=q.device),
+                  torch.tensor(block_q0, dtype=torch.int32, device=q.device))
+        cache_strides = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
+        if splits == 1:
+            assembled_split_kernel[grid](
+                q, k_cache, v_cache, block_tables, *tables, out, out, scale * LOG2E, 1,
+                q.stride(0), q.stride(1), *cache_strides, block_tables.stride(0),
+                out.stride(0), out.stride(1), 0, 0, 0, WRITE_LSE=False, **common,
+            )
+            return out
         part = torch.empty(num_tokens, num_heads, splits, head_dim, dtype=torch.float32, device=q.device)
         lse = torch.empty(num_tokens, num_heads, splits, dtype=torch.float32, device=q.device)
-        assembled_split_kernel[(num_tokens, num_kv_heads, splits)](
-            q, k_cache, v_cache, block_tables, seq_of.to(torch.int32), token_ctx.to(torch.int32), part, lse,
-            scale * LOG2E, splits,
-            q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-            block_tables.stride(0), part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),
-            GROUP=group, GROUP_PAD=cfg.group_pad, HEAD_DIM=head_dim, HEAD_DIM_PAD=cfg.head_dim_pad,
-            BLOCK_SIZE=block_size, TILE_N=max(tile_n, 16) if runtime.BACKEND == "cuda" else tile_n, **pieces,
+        assembled_split_kernel[grid](
+            q, k_cache, v_cache, block_tables, *tables, part, lse, scale * LOG2E, splits,
+            q.stride(0), q.stride(1), *cache_strides, block_tables.stride(0),
+            part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1), WRITE_LSE=True, **common,
         )
         assembled_merge_kernel[(num_tokens, num_heads)](
             part, lse, out, splits, part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),

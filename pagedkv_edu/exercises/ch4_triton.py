@@ -711,6 +711,8 @@ def _attention_cases() -> Iterator[tuple[str, dict]]:
         B=12, heads=4, kv=1, dim=6, seq_lens=[24, 7], q_lens=[1, 1], dtype=torch.float32)
     yield "a prefill of 4 tokens, a decode and an idle sequence (0 queries), block size 3, float16", dict(
         B=3, heads=4, kv=1, dim=4, seq_lens=[4, 9, 6], q_lens=[4, 1, 0], dtype=torch.float16)
+    yield "20 new tokens after a 7-token prefix hit that ends mid-block (two query blocks), and a decode", dict(
+        B=6, heads=6, kv=2, dim=5, seq_lens=[27, 11], q_lens=[20, 1], dtype=torch.float32)
     yield "decode, block size 6, bfloat16, GQA group 4", dict(
         B=6, heads=8, kv=2, dim=8, seq_lens=[6, 12], q_lens=[1, 1], dtype=torch.bfloat16)
 
