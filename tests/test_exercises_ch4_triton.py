@@ -465,3 +465,18 @@ def test_assembled_random_mixed_batches(seed):
     for splits in (1, 2):
         got = assemble_paged_attention(num_splits=splits, tile_n=rng.choice([4, 8, 16]))(*args)
         torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
+
+
+def test_assembled_kernel_is_a_paged_attention_backend():
+    """CONTRACT A: the dispatcher validates, then calls the assembled kernel; it names it custom:<name>."""
+    from pagedkv_edu.attention import kernel_name, paged_attention
+    from pagedkv_edu.attention.batch import random_paged_batch
+
+    batch = random_paged_batch([9, 4], 5, 6, 2, 8, torch.float32, "cpu", seed=3)
+    qsl = torch.tensor([0, 3, 4], dtype=torch.int32)
+    q = torch.randn(4, 6, 8, generator=torch.Generator().manual_seed(3))
+    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.3)
+    mine = assemble_paged_attention(name="my_paged_attention")
+    torch.testing.assert_close(paged_attention(*args, backend=mine), paged_attention(*args, backend="torch"),
+                               atol=2e-5, rtol=2e-5)
+    assert kernel_name([3, 1], mine) == "custom:my_paged_attention"
