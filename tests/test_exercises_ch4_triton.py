@@ -480,3 +480,8 @@ def test_assembled_kernel_is_a_paged_attention_backend():
     torch.testing.assert_close(paged_attention(*args, backend=mine), paged_attention(*args, backend="torch"),
                                atol=2e-5, rtol=2e-5)
     assert kernel_name([3, 1], mine) == "custom:my_paged_attention"
+
+
+def test_tile_slots_names_a_foreign_block_size(capsys):
+    _, out = _verdict(grader.check_tile_slots, slots_hard_b16, capsys)
+    assert "block size 16" in out and "BLOCK_SIZE argument" in out, out

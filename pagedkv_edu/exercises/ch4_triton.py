@@ -382,6 +382,10 @@ def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> str | None:
     for hint, value in candidates.items():
         if value is not None and value == got:
             return "hint: " + hint
+    for other in (1, 2, 4, 8, 16, 32):  # a block size from somewhere else: a global, or a typed-in number
+        if other != B and pos // other < len(table) and table[pos // other] * other + pos % other == got:
+            return (f"hint: that is the slot at block size {other}, but this case's block size is {B}: "
+                    f"use the BLOCK_SIZE argument, not a number or a global variable")
     return None
 
 
