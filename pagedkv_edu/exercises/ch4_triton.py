@@ -521,6 +521,8 @@ def _softmax_cases() -> list[Case]:
         Case("scores near 1,400 in base 2 (exp2 overflows float32 without the running max)",
              dict(G=1, T=4, D=2, tiles=2, shift=3.0, base=1400.0)),
         Case("a ragged last tile padded with -inf", dict(G=4, T=8, D=4, tiles=3, shift=0.0, ragged=True)),
+        Case("GQA group 3 padded to 4 rows (the padding row's query is 0, so its scores are 0)",
+             dict(G=4, T=4, D=4, tiles=3, shift=2.0, zero_rows=1)),
     ]
     rng = random.Random(505)
     for i in range(5):
@@ -549,6 +551,8 @@ def _run_update(fn: object, case: Case) -> list[str]:
     state32 = (torch.full((G,), float("-inf")), torch.zeros(G), torch.zeros(G, D))
     for t in range(p["tiles"]):
         qk = (torch.randn(G, T, generator=gen) * 2 + p.get("base", 0.0) + t * p["shift"]).float()
+        if p.get("zero_rows"):
+            qk[G - p["zero_rows"]:] = 0.0
         if p.get("ragged") and t == p["tiles"] - 1:
             qk[:, max(1, T // 2):] = float("-inf")
         v = torch.randn(T, D, generator=gen).float()
