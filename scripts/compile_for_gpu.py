@@ -1,6 +1,6 @@
 """Compile the attention kernels for an NVIDIA GPU on a machine that has none.
 
-How to run (from the repository root; no GPU needed, about 2 minutes, or seconds with --quick):
+How to run (from the repository root; no GPU needed, about 4 minutes on a busy 2-core CPU, or one with --quick):
 
     python scripts/compile_for_gpu.py [--arch 90] [--quick]
 
@@ -8,7 +8,8 @@ On a CPU the book's kernels run in the Triton interpreter, which accepts things 
 compiler refuses (a ``tl.dot`` smaller than 16 in some dimension, a layout that needs more
 registers than exist). Triton can still compile for a GPU ahead of time: it needs only its
 bundled LLVM and ``ptxas``, not a device. This script does that for the decode kernel in the
-configurations the tests and benchmarks use, the split-K merge kernel and the store kernel,
+configurations the tests and benchmarks use, the split-K merge kernel, the unified
+(prefill / mixed-step) kernel and the store kernel,
 and prints each one's registers, spills and shared memory (read from the cubin with the
 bundled ``cuobjdump``). Integer strides and pointers are marked divisible by 16, as Triton's
 JIT marks them at launch, so the code (vectorised loads, pipelining) is the one a GPU would run.
@@ -55,6 +56,7 @@ from pagedkv_edu.attention.triton_decode import (  # noqa: E402
     paged_decode_kernel,
 )
 from pagedkv_edu.attention.triton_store import store_kv_kernel  # noqa: E402
+from pagedkv_edu.attention.triton_unified import unified_attention_kernel, unified_config  # noqa: E402
 
 TYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -96,6 +98,21 @@ def compile_decode(dtype: torch.dtype, group: int, head_dim: int, block_size: in
     return compile_kernel(paged_decode_kernel, types_, constexprs, arch, cfg.num_warps, cfg.num_stages)
 
 
+def compile_unified(dtype: torch.dtype, group: int, head_dim: int, block_size: int, arch: int,
+                    block_m: int | None = None, tile_n: int | None = None) -> dict[str, int]:
+    cfg = unified_config(group, head_dim, dtype, gpu=True, block_m=block_m, tile_n=tile_n)
+    t = TYPE_NAMES[dtype]
+    types_ = {"q_ptr": f"*{t}", "k_cache_ptr": f"*{t}", "v_cache_ptr": f"*{t}", "block_tables_ptr": "*i32",
+              "seq_lens_ptr": "*i32", "query_start_loc_ptr": "*i32", "out_ptr": f"*{t}", "qk_scale": "fp32",
+              "num_seqs": "i32"}
+    types_ |= {n: "i32" for n in unified_attention_kernel.arg_names if n.startswith("stride")}
+    constexprs = dict(GROUP=group, BLOCK_M=cfg.block_m, BLOCK_Q=cfg.block_q(group), HEAD_DIM=head_dim,
+                      HEAD_DIM_PAD=cfg.head_dim_pad, BLOCK_SIZE=block_size, TILE_N=cfg.tile_n,
+                      DOT_DTYPE=tl.float32 if cfg.dot_fp32 else _TL_DTYPES[dtype],
+                      DOT_PRECISION="ieee" if cfg.dot_fp32 else "tf32")
+    return compile_kernel(unified_attention_kernel, types_, constexprs, arch, cfg.num_warps, cfg.num_stages)
+
+
 def compile_merge(head_dim: int, num_splits: int, arch: int) -> dict[str, int]:
     types_ = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": "*bf16", "num_splits": "i32"}
     types_ |= {n: "i32" for n in merge_splits_kernel.arg_names if n.startswith("stride")}
@@ -127,6 +144,15 @@ def main(argv: list[str] | None = None) -> int:
              lambda d=d, g=g, hd=hd, b=b, s=s: compile_decode(d, g, hd, b, s, args.arch))
             for d in dtypes for g, hd in shapes for b in block_sizes for s in (False, True)
             if not (args.quick and d == torch.float32 and not s)]
+    # The unified kernel's block size only changes its address arithmetic: block 16, plus one odd size.
+    jobs += [(f"unified {TYPE_NAMES[d]} group {g} head_dim {hd} block 16",
+              lambda d=d, g=g, hd=hd: compile_unified(d, g, hd, 16, args.arch))
+             for d in dtypes for g, hd in shapes if not (args.quick and d == torch.float32)]
+    if not args.quick:
+        jobs += [(f"unified {TYPE_NAMES[d]} group 4 head_dim 256 block 16",
+                  lambda d=d: compile_unified(d, 4, 256, 16, args.arch)) for d in dtypes]
+        jobs.append(("unified bf16 group 4 head_dim 64 block 6",
+                     lambda: compile_unified(torch.bfloat16, 4, 64, 6, args.arch)))
     jobs += [(f"merge head_dim {hd} splits {n}", lambda hd=hd, n=n: compile_merge(hd, n, args.arch))
              for hd in ((64,) if args.quick else (64, 80, 128)) for n in ((8,) if args.quick else (2, 64))]
     jobs += [(f"store {TYPE_NAMES[d]} 8 kv heads x 64, 8 tokens", lambda d=d: compile_store(d, 8, 64, 8, args.arch))

@@ -8,13 +8,19 @@
 #
 # It needs torch with CUDA, triton, numpy and pytest (the H200 machine has torch 2.11 and
 # triton 3.6); the package is used from the checkout (PYTHONPATH), no install needed.
-# It takes about 3-5 minutes and never more than 8 (steps time out after 45 + 180 + 180 + 60 s):
+# It takes about 4-6 minutes and never more than 8 (steps time out after 30 + 150 + 150 + 90 + 60 s):
 #
-#   1. pytest of the kernel tests on CUDA: every kernel against the float64 reference
-#      (tests/test_attention.py, tests/test_kv_cache.py, tests/test_exercises_ch3_4.py), and the
-#      benchmark's GPU code path on tiny shapes (tests/test_bench_attention.py);
-#   2. python -m pagedkv_edu bench attention --out results/attention-<YYYY-MM-DD>.json;
-#   3. python -m pagedkv_edu bench decode --out results/decode-<YYYY-MM-DD>.json, once that
+#   1. pytest of the kernel tests on CUDA: every kernel against the float64 reference, the
+#      unified kernel on mixed batches first (tests/test_unified_attention.py: prompts, chunks,
+#      prefix hits ending mid-block, decodes, query lengths 0; blocks 3-16; GQA 1, 3, 4), then
+#      tests/test_attention.py, tests/test_kv_cache.py, tests/test_exercises_ch3_4.py, and the
+#      benchmarks' GPU code paths on tiny shapes (tests/test_bench_attention.py);
+#   2. python -m pagedkv_edu bench attention --out results/attention-<YYYY-MM-DD>.json: the
+#      decode kernel against copy bandwidth and contiguous SDPA;
+#   3. python -m pagedkv_edu bench attention --mode prefill --out results/attention-prefill-<date>.json:
+#      the unified kernel on a 4k prompt (target: within 1.5x of contiguous causal SDPA), a prefix
+#      hit, a mixed step, and a decode batch against the decode kernel;
+#   4. python -m pagedkv_edu bench decode --out results/decode-<YYYY-MM-DD>.json, once that
 #      benchmark is listed in pagedkv_edu/bench/__init__.py BENCHMARKS; skipped until then.
 #
 # It writes only under results/ (the JSON records and gpu-check-<date>.log) and, when $OUT is
@@ -55,7 +61,7 @@ step() {  # step NAME TIMEOUT_SECONDS COMMAND...
 }
 
 : > "$LOG"
-step "environment" 45 "$PYTHON" -c '
+step "environment" 30 "$PYTHON" -c '
 import torch, pagedkv_edu
 from pagedkv_edu import runtime
 assert torch.cuda.is_available(), "no CUDA device: this script is for a GPU machine"
@@ -65,9 +71,11 @@ assert "pagedkv_edu.bench" in COMMAND_MODULES, "add pagedkv_edu.bench to COMMAND
 report = pagedkv_edu.setup(seed=0)
 '
 if [[ ${#failed[@]} -eq 0 ]]; then
-  step "kernel tests on CUDA" 180 "$PYTHON" -m pytest -q -p no:cacheprovider \
+  step "kernel tests on CUDA" 150 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_unified_attention.py \
     tests/test_attention.py tests/test_kv_cache.py tests/test_exercises_ch3_4.py tests/test_bench_attention.py
-  step "bench attention" 180 "$PYTHON" -m pagedkv_edu bench attention --out "results/attention-$DATE.json"
+  step "bench attention" 150 "$PYTHON" -m pagedkv_edu bench attention --out "results/attention-$DATE.json"
+  step "bench attention prefill" 90 "$PYTHON" -m pagedkv_edu bench attention --mode prefill \
+    --out "results/attention-prefill-$DATE.json"
   if "$PYTHON" -c 'import sys; from pagedkv_edu.bench import BENCHMARKS; sys.exit("pagedkv_edu.bench.decode" not in BENCHMARKS)'; then
     # The GPU machine has no offline asset packages: the random 1B model needs no downloaded weights.
     step "bench decode" 60 "$PYTHON" -m pagedkv_edu bench decode --model llama-3.2-1b-random --devices cuda --out "results/decode-$DATE.json"

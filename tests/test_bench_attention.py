@@ -120,3 +120,46 @@ def test_no_gpu_result_is_committed_without_its_metadata() -> None:
         missing = [f for f in (*REQUIRED, MEASUREMENTS.get(record.get("benchmark"), "rows")) if f not in record]
         assert not missing, f"{path.name} lacks {missing}"
         assert path.name.startswith(record["benchmark"] + "-"), path.name
+
+
+def tiny_step(shape: attention.StepShape) -> attention.StepShape:
+    """The same kind of step, a few dozen tokens long, with GQA 2 and block 8."""
+    lens = tuple(min(n, 24 + i) for i, n in enumerate(shape.seq_lens[:3]))
+    q_lens = tuple(n if q == s else (1 if q == 1 else n // 2) for n, q, s in
+                   zip(lens, shape.query_lens, shape.seq_lens))
+    return replace(shape, seq_lens=lens, query_lens=q_lens, block_size=8, num_heads=4, num_kv_heads=2,
+                   head_dim=16, dtype="fp32")
+
+
+@pytest.mark.parametrize("stand_in_gpu", [False, True])
+def test_prefill_mode_times_the_unified_kernel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys,
+                                               stand_in_gpu: bool) -> None:
+    if stand_in_gpu:
+        if runtime.BACKEND == "cuda":
+            pytest.skip("on CUDA the real GPU path runs")
+        monkeypatch.setattr(runtime, "BACKEND", "cuda")  # only the report logic: tensors stay on the CPU
+        monkeypatch.setattr(runtime, "device", lambda: torch.device("cpu"))
+        monkeypatch.setattr(runtime, "device_name", lambda: "a stand-in GPU")
+    monkeypatch.setattr(attention, "_time_ms", lambda fn: (fn(), 2.0)[1])  # one call each: the interpreter is slow
+    shapes = tuple(tiny_step(s) for s in attention.PREFILL_GPU_SHAPES if s.kind != "prefill" or s.label ==
+                   attention.PREFILL_MAIN.label)
+    monkeypatch.setattr(attention, "PREFILL_GPU_SHAPES", shapes)
+    monkeypatch.setattr(attention, "PREFILL_CPU_SHAPES", shapes)
+    monkeypatch.setattr(attention, "PREFILL_MAIN", shapes[0])
+    monkeypatch.setattr(attention, "DECODE_VIA_UNIFIED", next(s for s in shapes if s.kind == "decode"))
+    out = tmp_path / "attention-prefill-2026-01-01.json"
+    record = run_bench("--mode", "prefill", "--out", str(out))
+    printed = capsys.readouterr().out
+    assert json.loads(out.read_text())["benchmark"] == "attention-prefill"
+    assert {r["kind"] for r in record["rows"]} == {"prefill", "decode", "mixed"}
+    for row in record["rows"]:
+        assert row["unified_ms"] > 0 and row["gather_ms"] > 0
+        if "sdpa_ms" in row:
+            assert row["max_abs_diff_vs_sdpa"] < 1e-4, row["label"]
+    assert record["rows"][0]["dispatch"] == "triton-unified"
+    decode = next(r for r in record["rows"] if r["kind"] == "decode")
+    assert decode["dispatch"] == "triton-decode" and decode["decode_kernel_ms"] > 0
+    if stand_in_gpu:  # every call "takes" 2 ms: as fast as SDPA, the decode kernel no slower
+        assert [t["met"] for t in record["targets"]] == [True, True] and "MET  prefill 1 x 4096" in printed
+    else:
+        assert "GPU figures (TFLOP/s, speed against SDPA) need CUDA" in printed

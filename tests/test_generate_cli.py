@@ -42,6 +42,28 @@ def test_generate_json_for_a_batch(capsys):
     assert not out["chat_template"]
 
 
+@pytest.mark.parametrize("model, extra", [
+    ("tiny-random", ["--prompt", "a", "--prompt", "a longer prompt"]),
+    ("smollm2-135m", ["--prompt", "Paged attention", "--no-chat"]),
+    pytest.param("llama-3.2-1b-random", ["--prompt", "Hi"], marks=pytest.mark.slow),
+])
+def test_generate_json_says_prefill_and_decode_ran_in_triton(model, extra, capsys):
+    args = parse(generate_module.register, ["generate", "--model", model, "--backend", "triton",
+                                            "--max-new-tokens", "2", "--json", *extra])
+    out = args.func(args)
+    assert capsys.readouterr().out == ""
+    assert json.loads(json.dumps(out))["attention"] == {"prefill": "triton-unified", "decode": "triton-decode"}
+    assert all(len(t) == 2 for t in out["token_ids"])
+
+
+def test_generate_prints_which_kernels_ran(capsys):
+    args = parse(generate_module.register, ["generate", "--model", "tiny-random", "--prompt", "a", "--max-new-tokens",
+                                            "2"])
+    out = args.func(args)
+    assert out["attention"] == {"prefill": "torch-gather", "decode": "torch-gather"}
+    assert "attention: prefill torch-gather, decode torch-gather" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv, error, message", [
     (["--model", "gpt-5"], KeyError, "known models"),
     (["--model", "tiny-random", "--max-new-tokens", "-1"], ValueError, "max_new_tokens"),
@@ -69,3 +91,21 @@ def test_bench_decode_on_the_tiny_model(capsys):
     assert ours["kv_cache_bytes"] == sum(blocks_for(prompts, 3, 16)) * 16 * per_token
     assert theirs["kv_cache_bytes"] == 2 * (max(len(p) for p in prompts) + 2) * per_token
     assert "tok/s" in printed
+
+
+def test_bench_decode_through_triton_writes_a_record_the_chapter_reads(tmp_path, capsys):
+    out = tmp_path / "decode-2026-12-01-tiny.json"
+    args = parse(bench_decode.register, ["decode", "--model", "tiny-random", "--backend", "triton", "--devices", "cpu",
+                                         "--prompts", "1", "--max-new-tokens", "3", "--out", str(out)])
+    record = args.func(args)
+    assert "s/step" in capsys.readouterr().out
+    ours = record["rows"][0]
+    assert ours["system"] == "pagedkv_edu paged (triton)" and ours["same_tokens_as_transformers"]
+    assert ours["attention"] == {"prefill": "triton-unified", "decode": "triton-decode"}
+    assert ours["decode_steps"] == 2 and ours["seconds_per_decode_step"] > 0
+    saved = json.loads(out.read_text())
+    assert {"device", "date_utc", "torch", "triton", "versions", "backend"} <= set(saved)
+    found = bench_decode.latest_triton_records(tmp_path)
+    assert list(found) == [("tiny-random", "interpreter")] and found[("tiny-random", "interpreter")][0] == out
+    assert bench_decode.triton_row(saved) == saved["rows"][0]
+    assert bench_decode.latest_triton_records(tmp_path / "none") == {}

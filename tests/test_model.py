@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from pagedkv_edu import runtime
 from pagedkv_edu.block_pool import OutOfBlocksError
 from pagedkv_edu.generate import blocks_for, generate
 from pagedkv_edu.model import ContiguousKVStore, LlamaConfig, PagedKVStore, load_model
@@ -134,12 +135,48 @@ def test_paged_and_contiguous_decoding_give_identical_tokens(tiny):
 
 
 def test_triton_backend_matches_torch_backend(tiny):
+    """Every attention in Triton, prefill included: the unified kernel for prompts, the decode kernel after."""
     prompts = random_prompts([5, 9, 30], seed=4)
     torch_run = generate(tiny.model, prompts, 6, backend="torch", block_size=8, record_logits=True)
     triton_run = generate(tiny.model, prompts, 6, backend="triton", block_size=8, record_logits=True)
+    assert torch_run.attention == {"prefill": "torch-gather", "decode": "torch-gather"}
+    assert triton_run.attention == {"prefill": "triton-unified", "decode": "triton-decode"}
     assert torch_run.tokens == triton_run.tokens
     for a, b in zip(torch_run.step_logits, triton_run.step_logits):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_an_attention_function_drives_prefill_and_decode(tiny):
+    """A reader's kernel is the backend: it gets every layer's call, prefill and decode, and nothing else."""
+    from pagedkv_edu.attention import paged_attention
+
+    calls = []
+
+    def my_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale):
+        calls.append(int(q.shape[0]))
+        return paged_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, backend="torch")
+
+    prompts = random_prompts([5, 12], seed=8)
+    mine = generate(tiny.model, prompts, 4, backend=my_attention, block_size=4)
+    reference = generate(tiny.model, prompts, 4, backend="torch", block_size=4)
+    assert mine.tokens == reference.tokens
+    assert mine.attention == {"prefill": "custom:my_attention", "decode": "custom:my_attention"}
+    layers = tiny.model.config.num_layers
+    assert calls == [17] * layers + [2] * layers * 3       # one prefill of 5 + 12 tokens, three decode steps
+
+
+def test_the_chapter_4_assembled_kernel_drives_the_decoder(tiny):
+    from pagedkv_edu.exercises.ch4_assembly import solution_paged_attention
+
+    prompts = random_prompts([3, 7], seed=9)
+    theirs = generate(tiny.model, prompts, 3, backend=solution_paged_attention, block_size=4)
+    assert theirs.attention["prefill"] == theirs.attention["decode"] == "custom:solution_paged_attention"
+    assert theirs.tokens == generate(tiny.model, prompts, 3, backend="torch", block_size=4).tokens
+
+
+def test_the_contiguous_cache_refuses_an_attention_function(tiny):
+    with pytest.raises(ValueError, match="cache='contiguous' cannot use one"):
+        generate(tiny.model, [[5, 6]], 2, cache="contiguous", backend=lambda *args: None)
 
 
 def test_decode_batch_holds_no_padding(tiny):
@@ -213,6 +250,41 @@ def test_missing_llama_weights_say_how_to_get_them(monkeypatch, tmp_path):
         load_model("llama-3.2-1b")
     with pytest.raises(FileNotFoundError, match="no config.json"):
         load_model("llama-3.2-1b", llama_path=str(tmp_path))
+
+
+def test_llama_1b_loads_meta_weights_when_present_else_random(monkeypatch, tmp_path):
+    """Chapter 5 gets the real model when the reader has it, and a labelled random one otherwise."""
+    asked = []
+    monkeypatch.setattr(loading, "load_model", lambda name, **kwargs: asked.append(name) or name)
+    monkeypatch.setattr(loading, "LLAMA_HUB_IDS", ())
+    monkeypatch.delenv(loading.LLAMA_PATH_VAR, raising=False)
+    assert loading.llama_weights() is None
+    assert loading.load_llama_3_2_1b() == "llama-3.2-1b-random"
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setenv(loading.LLAMA_PATH_VAR, str(tmp_path))
+    assert loading.llama_weights() == str(tmp_path)
+    assert loading.load_llama_3_2_1b() == "llama-3.2-1b"
+    assert asked == ["llama-3.2-1b-random", "llama-3.2-1b"]
+
+
+def test_text_stream_writes_the_text_as_it_grows(tiny):
+    pieces = []
+    prompt = tiny.tokenizer("Paged attention reads")["input_ids"]
+    result = generate(tiny.model, [prompt], 6, on_token=tiny.text_stream(pieces.append))
+    assert len(pieces) == 6
+    assert "".join(pieces) == tiny.tokenizer.decode(result.tokens[0], skip_special_tokens=True)
+    assert tiny.random_weights
+
+
+@pytest.mark.skipif(runtime.BACKEND == "cuda", reason="measures the Triton interpreter")
+def test_the_interpreter_gets_bf16_dots_wrong_and_the_kernels_work_around_it():
+    from pagedkv_edu.model import bf16_check
+
+    assert bf16_check.raw_dot_error(torch.float32) < 1e-5
+    assert bf16_check.raw_dot_error(torch.bfloat16) > 1            # what chapter 5 reports
+    err = bf16_check.attention_error(num_heads=4, num_kv_heads=2, head_dim=16)
+    assert err.correct and 0 < err.torch_bf16 < 4 * bf16_check.BF16_UNIT
+    assert not bf16_check.AttentionError(triton=0.5, torch_bf16=err.torch_bf16).correct
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -90,6 +90,7 @@ def test_smollm2_triton_backend_matches_torch_backend(smollm2):
     prompts = [smollm2.tokenizer(t)["input_ids"] for t in PROMPTS[:2]]
     torch_run = generate(smollm2.model, prompts, 3, backend="torch", record_logits=True)
     triton_run = generate(smollm2.model, prompts, 3, backend="triton", record_logits=True)   # the interpreter is slow
+    assert triton_run.attention == {"prefill": "triton-unified", "decode": "triton-decode"}   # prefill in Triton too
     assert triton_run.tokens == torch_run.tokens
     for a, b in zip(torch_run.step_logits, triton_run.step_logits):
         assert torch.allclose(a, b, atol=1e-3)

@@ -1,23 +1,32 @@
-"""Paged attention: slot-mapped K/V writes and decode attention over a paged cache (ch. 3-4).
+"""Paged attention: slot-mapped K/V writes and attention over a paged cache (ch. 3-5).
 
-Two public operations, each with a plain-PyTorch backend (the readable reference) and a
+Three public operations, each with a plain-PyTorch backend (the readable reference) and a
 Triton backend (the fast kernel, compiled on a GPU or interpreted on a CPU):
 
 * :func:`store_kv` writes new tokens' K and V into their cache slots;
 * :func:`paged_decode_attention` lets one new query token per sequence attend to all of
-  that sequence's cached tokens, found through its block table.
+  that sequence's cached tokens, found through its block table;
+* :func:`paged_attention` does any step at all: each sequence brings any number of new
+  tokens (a prompt, a chunk, the rest after a prefix hit, one decode token), packed end to
+  end. One dispatch picks the kernel: the split-K decode kernel when every sequence brings
+  one token, else the unified kernel; :func:`kernel_name` says which. A reader's own kernel
+  can be passed as ``backend`` (a callable).
 
-Both validate their arguments on the host and raise ``ValueError`` naming the bad value
+All validate their arguments on the host and raise ``ValueError`` naming the bad value
 before anything is launched or written.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import torch
 
 from .reference import (
     gather_kv,
     paged_decode_attention_float64,
+    paged_attention_float64,
+    paged_attention_torch,
     paged_decode_attention_torch,
     sdpa_decode_attention,
     slots_for,
@@ -25,11 +34,16 @@ from .reference import (
 )
 from .triton_decode import MAX_SPLITS, DecodeConfig, choose_num_splits, default_scale, paged_decode_attention_triton
 from .triton_store import store_kv_triton
-from .validate import check_decode_inputs, check_store_inputs
+from .triton_unified import UnifiedConfig, unified_attention_triton
+from .validate import MAX_HEAD_DIM, check_decode_inputs, check_paged_inputs, check_store_inputs
 
 __all__ = [
     "store_kv",
     "paged_decode_attention",
+    "paged_attention",
+    "kernel_name",
+    "AttentionFn",
+    "paged_attention_float64",
     "gather_kv",
     "slots_for",
     "paged_decode_attention_float64",
@@ -117,3 +131,93 @@ def paged_decode_attention(
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
     return paged_decode_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, out,
                                          config)
+
+
+AttentionFn = Callable[..., torch.Tensor]
+"""A custom backend: ``fn(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale) -> Tensor``."""
+
+
+def kernel_name(query_lens: Sequence[int] | torch.Tensor, backend: str | AttentionFn) -> str:
+    """What :func:`paged_attention` runs for a step with these query lengths and this backend.
+
+    ``"triton-decode"`` when every sequence brings exactly one token, ``"triton-unified"``
+    otherwise; ``"torch-gather"`` for the reference; ``"custom:<name>"`` for a callable.
+    """
+    if callable(backend):
+        return f"custom:{getattr(backend, '__name__', type(backend).__name__)}"
+    _check_backend(backend)
+    if backend == "torch":
+        return "torch-gather"
+    lens = query_lens.tolist() if isinstance(query_lens, torch.Tensor) else list(query_lens)
+    return "triton-decode" if lens and all(n == 1 for n in lens) else "triton-unified"
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float | None = None,
+    backend: str | AttentionFn = "triton",
+    *,
+    out: torch.Tensor | None = None,
+    check: bool = True,
+    max_query_len: int | None = None,
+    config: UnifiedConfig | None = None,
+) -> torch.Tensor:
+    """Attention of every new token of a step over its sequence's paged cache, in one call.
+
+    ``q`` is ``[num_tokens, num_heads, head_dim]``, the new tokens packed sequence by sequence;
+    sequence ``s`` owns rows ``query_start_loc[s] : query_start_loc[s+1]`` (possibly none).
+    ``seq_lens[s]`` counts its cached tokens *including* the new ones, whose K/V the caller
+    has stored already. Query ``i`` of sequence ``s`` sits at ``seq_lens[s] - q_len + i`` and
+    sees keys ``0 ..`` that position. Returns ``[num_tokens, num_heads, head_dim]`` in ``q``'s
+    dtype, written into ``out`` when given (rows of nothing are left as they were: there are none).
+
+    ``backend``: ``"triton"`` (decode kernel when every query length is 1, else the unified
+    kernel), ``"torch"`` (gather reference), or a callable with the positional signature
+    ``(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale)``, validated for
+    like the others. ``check=False`` skips validation (hot loops whose inputs were checked);
+    ``max_query_len`` is the longest query, when the caller knows it, which saves a device
+    sync in the dispatch. ``config`` overrides the unified kernel's tiles (benchmarks only).
+    """
+    custom = callable(backend)
+    if not custom:
+        _check_backend(backend)
+    if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != q.dtype
+                            or out.device != q.device or out.stride(-1) != 1):
+        desc = (f"{tuple(out.shape)}, {out.dtype}, {out.device}, strides {out.stride()}"
+                if isinstance(out, torch.Tensor) else type(out).__name__)
+        raise ValueError(f"out must match q ({tuple(q.shape)}, {q.dtype}, {q.device}, last dim contiguous); "
+                         f"got {desc}")
+    context_lens: list[int] | None = None
+    if check:
+        q_lens, context_lens = check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
+                                       max_head_dim=MAX_HEAD_DIM if backend == "triton" else None)
+        max_query_len = max(q_lens)
+    scale = default_scale(q.shape[-1]) if scale is None else float(scale)
+
+    if custom:
+        result = backend(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale)
+        if not isinstance(result, torch.Tensor) or result.shape != q.shape:
+            desc = tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
+            raise ValueError(f"backend {kernel_name((), backend)} returned {desc}; expected {tuple(q.shape)}")
+        return result.to(q.dtype) if out is None else out.copy_(result)
+    if backend == "torch":
+        result = paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale,
+                                       check=False)
+        return result if out is None else out.copy_(result)
+
+    num_seqs = seq_lens.shape[0]
+    if max_query_len is None and q.shape[0] == num_seqs:  # ambiguous: (1, 1) or (0, 2)? read the lengths
+        max_query_len = int((query_start_loc[1:] - query_start_loc[:-1]).max())
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
+    if q.shape[0] == num_seqs and max_query_len == 1:  # every sequence brings exactly one token
+        # The longest context decides split-K; without validation, the table's capacity bounds it (no sync).
+        max_len = max(context_lens) if context_lens else block_tables.shape[1] * k_cache.shape[1]
+        splits = choose_num_splits(num_seqs, k_cache.shape[2], max_len, q.device)
+        return paged_decode_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, scale, splits, out)
+    return unified_attention_triton(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, out,
+                                    config, max_query_len)

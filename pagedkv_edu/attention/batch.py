@@ -90,3 +90,44 @@ def random_paged_batch(
     q = torch.randn(len(seq_lens), num_heads, head_dim, generator=gen, device=device).to(dtype)
     return PagedBatch(q, k_cache, v_cache, block_tables.to(device),
                       torch.tensor(list(seq_lens), dtype=torch.int32, device=device), keys, values, tables)
+
+
+@dataclass
+class PagedStep:
+    """A mixed step over a paged cache: each sequence's last ``query_lens[s]`` tokens are new queries."""
+
+    batch: PagedBatch  # the cache, tables and seq_lens (which count the new tokens too)
+    q: torch.Tensor  # [num_tokens, num_heads, head_dim], packed sequence by sequence
+    query_start_loc: torch.Tensor  # int32 [num_seqs + 1]
+    query_lens: list[int]
+
+    def args(self) -> tuple[torch.Tensor, ...]:
+        """The positional arguments of :func:`pagedkv_edu.attention.paged_attention`."""
+        b = self.batch
+        return self.q, b.k_cache, b.v_cache, b.block_tables, b.seq_lens, self.query_start_loc
+
+
+def random_paged_step(
+    seq_lens: Sequence[int],
+    query_lens: Sequence[int],
+    block_size: int,
+    num_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    **kwargs,
+) -> PagedStep:
+    """:func:`random_paged_batch` plus packed queries: sequence ``s`` brings ``query_lens[s]`` new tokens.
+
+    ``query_lens[s] <= seq_lens[s]`` (0 allowed): a whole prompt, a chunk, the rest after a
+    prefix hit, or one decode token. Extra keyword arguments go to :func:`random_paged_batch`.
+    """
+    if len(query_lens) != len(seq_lens) or any(not 0 <= q <= n for q, n in zip(query_lens, seq_lens)):
+        raise ValueError(f"query_lens {list(query_lens)} must pair with seq_lens {list(seq_lens)}, each 0..seq_len")
+    batch = random_paged_batch(seq_lens, block_size, num_heads, num_kv_heads, head_dim, dtype, device, seed, **kwargs)
+    gen = torch.Generator().manual_seed(seed + 1)
+    q = torch.randn(sum(query_lens), num_heads, head_dim, generator=gen).to(dtype).to(batch.k_cache.device)
+    starts = torch.tensor([0, *query_lens], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    return PagedStep(batch, q, starts.to(batch.k_cache.device), list(query_lens))

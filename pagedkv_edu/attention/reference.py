@@ -11,7 +11,7 @@ tensors is then the textbook softmax(q k^T * scale) v, with each KV head shared 
 ``num_heads // num_kv_heads`` query heads (grouped-query attention), here computed by
 ``scaled_dot_product_attention`` with a mask over each sequence's padding.
 
-Three functions here serve as oracles for everything faster:
+The functions here serve as oracles for everything faster:
 
 * :func:`sdpa_decode_attention`: ``torch.nn.functional.scaled_dot_product_attention`` over
   the *contiguous* K/V of each sequence. It knows nothing about blocks: the oracle.
@@ -19,6 +19,9 @@ Three functions here serve as oracles for everything faster:
   batched with padding so it is also a fair speed baseline.
 * :func:`paged_decode_attention_float64`: the same in float64, the yardstick for the
   Triton kernel's rounding error in every dtype.
+* :func:`paged_attention_torch` / :func:`paged_attention_float64`: any number of new queries
+  per sequence (prefill, chunk, prefix hit, decode), one gather and one masked SDPA per
+  sequence: the reference for the unified kernel.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .validate import check_decode_inputs
+from .validate import check_decode_inputs, check_paged_inputs
 
 
 def slots_for(block_table: Sequence[int] | torch.Tensor, seq_len: int, block_size: int) -> torch.Tensor:
@@ -141,3 +144,72 @@ def sdpa_decode_attention(
         outs.append(out[0, :, 0, :])
     return torch.stack(outs)
 
+
+
+def prefix_causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """``n`` new queries ``[n, num_heads, head_dim]`` over their sequence's ``L`` keys ``[L, num_kv_heads, head_dim]``.
+
+    The queries are the last ``n`` positions: query ``i`` sits at ``L - n + i`` and sees keys
+    ``0 ..`` that position (the cached prefix, then the new tokens causally).
+    """
+    n, length = q.shape[0], k.shape[0]
+    visible = torch.arange(length, device=q.device)[None, :] <= torch.arange(length - n, length, device=q.device)[:, None]
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+        attn_mask=visible, scale=scale, enable_gqa=q.shape[1] != k.shape[1],
+    )
+    return out[0].transpose(0, 1)
+
+
+def paged_attention_torch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float | None = None,
+    *,
+    compute_dtype: torch.dtype = torch.float32,
+    check: bool = True,
+) -> torch.Tensor:
+    """Varlen paged attention by gathering: ``q`` is ``[num_tokens, num_heads, head_dim]`` packed by sequence.
+
+    Sequence ``s`` owns rows ``query_start_loc[s] : query_start_loc[s+1]`` of ``q``: its last
+    new tokens. A step whose every sequence brings one token takes the batched decode path;
+    otherwise each sequence's K/V is gathered through its block table and attended with a
+    causal-from-the-prefix mask. Returns ``q``'s dtype, or float64 when ``compute_dtype`` is.
+    """
+    if check:
+        check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc)
+    head_dim = q.shape[-1]
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    starts = query_start_loc.detach().to("cpu", torch.int64).tolist()
+    lens = seq_lens.detach().to("cpu", torch.int64).tolist()
+    if all(b - a == 1 for a, b in zip(starts, starts[1:])):
+        return paged_decode_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale,
+                                            compute_dtype=compute_dtype, check=False)
+    out_dtype = torch.float64 if compute_dtype == torch.float64 else q.dtype
+    out = torch.zeros(q.shape, dtype=out_dtype, device=q.device)
+    for s, length in enumerate(lens):
+        a, b = starts[s], starts[s + 1]
+        if b == a:
+            continue
+        k = gather_kv(k_cache, block_tables[s], length).to(compute_dtype)
+        v = gather_kv(v_cache, block_tables[s], length).to(compute_dtype)
+        out[a:b] = prefix_causal_sdpa(q[a:b].to(compute_dtype), k, v, scale).to(out_dtype)
+    return out
+
+
+def paged_attention_float64(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The varlen gather reference in float64: the yardstick for the unified kernel."""
+    return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale,
+                                 compute_dtype=torch.float64)

@@ -174,7 +174,7 @@ def paged_decode_kernel(
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
     table_row = block_tables_ptr + seq * stride_tb
-    for tile_start in range(start, end, TILE_N):
+    for tile_start in tl.range(start, end, TILE_N):
         offs_n = tile_start + tl.arange(0, TILE_N)
         mask_n = offs_n < end
         rows = _slot_rows(table_row, offs_n, mask_n, kv_head, stride_cblock, stride_ctoken, stride_chead, BLOCK_SIZE)

@@ -17,6 +17,9 @@ SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
+MAX_HEAD_DIM = 256
+"""Largest head_dim the Triton kernels take: a [rows, head_dim] fp32 accumulator beyond it spills on a GPU."""
+
 
 def check_cache_pair(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int, int, int]:
     """K and V caches in NHD layout: return (num_blocks, block_size, num_kv_heads, head_dim)."""
@@ -164,3 +167,89 @@ def check_store_inputs(
         slot = int(unique[counts > 1][0])
         raise ValueError(f"slot {slot} appears {int(counts[unique == slot][0])} times in slot_mapping: two tokens "
                          f"would overwrite each other")
+
+
+def _index_tensor(name: str, t: object, dims: int, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor) or t.dtype not in _INDEX_DTYPES or t.dim() != dims:
+        desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{name} must be an int32 (or int64) tensor {what}, got a {desc}")
+    return t
+
+
+def check_paged_inputs(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    *,
+    max_head_dim: int | None = None,
+) -> tuple[list[int], list[int]]:
+    """Validate a varlen paged-attention call (any number of new queries per sequence).
+
+    Returns each sequence's query length and context length, read once on the host. A
+    sequence may bring no queries; it must never bring more than its context holds, and its
+    block table must cover ``ceil(seq_len / block_size)`` valid blocks. ``max_head_dim`` is
+    the kernel's limit (None: any).
+    """
+    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
+    if max_head_dim is not None and head_dim > max_head_dim:
+        raise ValueError(f"head_dim {head_dim} is larger than the Triton kernels handle ({max_head_dim})")
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        shape = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q must be a 3-d tensor [num_tokens, num_heads, head_dim], got {shape}")
+    num_tokens, num_heads, q_dim = q.shape
+    if q_dim != head_dim:
+        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
+    if num_heads == 0 or num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
+            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
+        )
+    if q.dtype != k_cache.dtype:
+        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
+    _index_tensor("block_tables", block_tables, 2, "[num_seqs, max_blocks_per_seq]")
+    _index_tensor("seq_lens", seq_lens, 1, "[num_seqs]")
+    _index_tensor("query_start_loc", query_start_loc, 1, "[num_seqs + 1]")
+    for name, t in (("q", q), ("block_tables", block_tables), ("seq_lens", seq_lens),
+                    ("query_start_loc", query_start_loc)):
+        if t.device != k_cache.device:
+            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
+    num_seqs = seq_lens.shape[0]
+    if num_seqs == 0:
+        raise ValueError("seq_lens is empty: a step needs at least one sequence")
+    if block_tables.shape[0] != num_seqs or query_start_loc.shape[0] != num_seqs + 1:
+        raise ValueError(
+            f"shapes disagree: seq_lens has {num_seqs} sequences, block_tables {block_tables.shape[0]} rows, "
+            f"query_start_loc {query_start_loc.shape[0]} entries (needs num_seqs + 1 = {num_seqs + 1})"
+        )
+    if block_tables.stride(-1) != 1:
+        raise ValueError(f"block_tables must be contiguous along its last dimension, got strides {block_tables.stride()}")
+
+    starts = query_start_loc.detach().to("cpu", torch.int64)
+    lens = seq_lens.detach().to("cpu", torch.int64)
+    if int(starts[0]) != 0:
+        raise ValueError(f"query_start_loc[0] = {int(starts[0])}: the packed queries must start at 0")
+    q_lens = (starts[1:] - starts[:-1]).tolist()
+    for s, n in enumerate(q_lens):
+        if n < 0:
+            raise ValueError(f"query length of sequence {s} is negative: query_start_loc[{s}] = {int(starts[s])} > "
+                             f"query_start_loc[{s + 1}] = {int(starts[s + 1])}")
+    if int(starts[-1]) != num_tokens:
+        raise ValueError(f"query_start_loc[-1] = {int(starts[-1])} but q holds {num_tokens} tokens")
+    capacity = block_tables.shape[1] * block_size
+    for s, (n, length) in enumerate(zip(q_lens, lens.tolist())):
+        if length < 0:
+            raise ValueError(f"seq_lens[{s}] = {length} is negative")
+        if n > length:
+            raise ValueError(f"sequence {s} brings {n} queries but seq_lens[{s}] = {length}: a query length cannot "
+                             f"exceed its sequence (seq_lens counts the new tokens too)")
+        if length > capacity:
+            raise ValueError(
+                f"block table too short: seq_lens[{s}] = {length} needs {-(-length // block_size)} blocks of "
+                f"{block_size} but block_tables has {block_tables.shape[1]} columns"
+            )
+    if int(lens.max()) > 0:
+        _check_block_ids(block_tables, lens, block_size, num_blocks)
+    return q_lens, lens.tolist()

@@ -14,6 +14,12 @@ size, split-K) the benchmark reports, on CUDA:
 Shapes are one layer of Llama-3.2-1B (32 query heads, 8 KV heads, head_dim 64, bf16). On a
 CPU the kernel runs in the Triton interpreter: the benchmark then times small shapes, which
 shows relative costs but says nothing about GPU speed.
+
+``--mode prefill`` times the unified kernel (:mod:`pagedkv_edu.attention.triton_unified`)
+instead, on steps where sequences bring many tokens: whole prompts and a prefix hit against
+SDPA over a contiguous cache (causal), a decode batch against the split-K decode kernel (what
+the dispatch picks there), and a mixed step of prompt chunks and decodes. Its record is the
+benchmark ``attention-prefill``.
 """
 
 from __future__ import annotations
@@ -160,6 +166,147 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
     return row
 
 
+@dataclass(frozen=True)
+class StepShape:
+    """One step for ``--mode prefill``: sequence ``s`` holds ``seq_lens[s]`` tokens, the last ``query_lens[s]`` new."""
+
+    label: str
+    seq_lens: tuple[int, ...]
+    query_lens: tuple[int, ...]
+    block_size: int = 16
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    head_dim: int = 64
+    dtype: str = "bf16"
+
+    @property
+    def kind(self) -> str:
+        if all(q == 1 for q in self.query_lens):
+            return "decode"
+        return "prefill" if self.query_lens == self.seq_lens else "mixed"
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds x 2 of QK^T and PV over the keys each query sees (causal)."""
+        seen = sum(q * (n - q) + q * (q + 1) // 2 for n, q in zip(self.seq_lens, self.query_lens))
+        return 4 * self.num_heads * self.head_dim * seen
+
+
+PREFILL_MAIN = StepShape("target: prefill 1 x 4096", (4096,), (4096,))
+DECODE_VIA_UNIFIED = StepShape("decode b64 x 4096", (4096,) * 64, (1,) * 64)
+
+PREFILL_GPU_SHAPES: tuple[StepShape, ...] = (
+    PREFILL_MAIN,
+    StepShape("prefill 4 x 1024", (1024,) * 4, (1024,) * 4),
+    StepShape("prefill 1 x 4096, block 128", (4096,), (4096,), block_size=128),
+    StepShape("prefix hit: 1 x 4096, last 1000 new", (4096,), (1000,)),
+    DECODE_VIA_UNIFIED,
+    StepShape("mixed: 4 chunks of 512 at 2048 + 60 decodes at 4096", (2048,) * 4 + (4096,) * 60,
+              (512,) * 4 + (1,) * 60),
+)
+
+PREFILL_CPU_SHAPES: tuple[StepShape, ...] = (
+    StepShape("prefill 1 x 128", (128,), (128,), num_heads=8, num_kv_heads=2, dtype="fp32"),
+    StepShape("prefix hit: 1 x 128, last 40 new", (128,), (40,), num_heads=8, num_kv_heads=2, dtype="fp32"),
+    StepShape("decode b4 x 128", (128,) * 4, (1,) * 4, num_heads=8, num_kv_heads=2, dtype="fp32"),
+    StepShape("mixed: 2 chunks of 32 at 64 + 2 decodes at 128", (64, 64, 128, 128), (32, 32, 1, 1),
+              num_heads=8, num_kv_heads=2, dtype="fp32"),
+)
+
+
+def _contiguous_causal_sdpa(step: Any, scale: float) -> Callable[[], torch.Tensor] | None:
+    """SDPA over contiguous ``[batch, kv_heads, L, head_dim]`` K/V, for steps whose sequences all look alike.
+
+    Every sequence's ``n`` new queries see the cached prefix and themselves causally: ``is_causal``
+    when the whole sequence is new, an explicit mask otherwise. None for a ragged step.
+    """
+    lens, q_lens = step.batch.seq_lens.tolist(), step.query_lens
+    if len(set(lens)) != 1 or len(set(q_lens)) != 1:
+        return None
+    length, n, b = lens[0], q_lens[0], len(lens)
+    k = torch.stack(step.batch.keys).transpose(1, 2).contiguous()
+    v = torch.stack(step.batch.values).transpose(1, 2).contiguous()
+    q = step.q.view(b, n, *step.q.shape[1:]).transpose(1, 2).contiguous()  # [b, heads, n, head_dim]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if n == length and n > 1:
+        return lambda: sdpa(q, k, v, is_causal=True, scale=scale, enable_gqa=True).transpose(1, 2).reshape(step.q.shape)
+    mask = torch.arange(length, device=q.device)[None, :] <= torch.arange(length - n, length, device=q.device)[:, None]
+    return lambda: sdpa(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True).transpose(1, 2).reshape(step.q.shape)
+
+
+def measure_step(shape: StepShape) -> dict[str, Any]:
+    """Time the unified kernel on one step, against contiguous SDPA, the decode kernel and the gather reference."""
+    from ..attention import kernel_name, paged_attention
+    from ..attention.batch import random_paged_step
+    from ..attention.triton_decode import default_scale
+    from ..attention.triton_unified import unified_attention_triton
+
+    dtype = DTYPES[shape.dtype]
+    step = random_paged_step(shape.seq_lens, shape.query_lens, shape.block_size, shape.num_heads, shape.num_kv_heads,
+                             shape.head_dim, dtype, runtime.device(), seed=0, poison=False)
+    args = step.args()
+    scale = default_scale(shape.head_dim)
+    paged_attention(*args)  # validates once
+    out = torch.empty_like(step.q)
+    ms = _time_ms(lambda: unified_attention_triton(*args, scale, out, max_query_len=max(shape.query_lens)))
+    row: dict[str, Any] = {
+        **asdict(shape), "kind": shape.kind, "num_tokens": sum(shape.query_lens),
+        "dispatch": kernel_name(shape.query_lens, "triton"), "unified_ms": round(ms, 5),
+        "tflops": round(shape.flops / (ms * 1e-3) / 1e12, 3),
+    }
+    sdpa = _contiguous_causal_sdpa(step, scale)
+    if sdpa is not None:
+        sdpa_ms = _time_ms(sdpa)
+        row.update(sdpa_ms=round(sdpa_ms, 5), speed_vs_sdpa=round(sdpa_ms / ms, 3),
+                   max_abs_diff_vs_sdpa=float((out.float() - sdpa().float()).abs().max()))
+    if shape.kind == "decode":
+        decode_ms = _time_ms(lambda: paged_attention(*args, out=out, check=False, max_query_len=1))
+        row.update(decode_kernel_ms=round(decode_ms, 5), speed_vs_decode_kernel=round(decode_ms / ms, 3))
+    gather_ms = _time_ms(lambda: paged_attention(*args, backend="torch", check=False))
+    row.update(gather_ms=round(gather_ms, 5), speed_vs_gather=round(gather_ms / ms, 3))
+    return row
+
+
+def _prefill_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_label = {r["label"]: r for r in rows}
+    main, decode = by_label[PREFILL_MAIN.label], by_label[DECODE_VIA_UNIFIED.label]
+    return [
+        {"target": "prefill 1 x 4096: within 1.5x of contiguous SDPA (unified_ms <= 1.5 x sdpa_ms)",
+         "measured": main["speed_vs_sdpa"], "met": main["unified_ms"] <= 1.5 * main["sdpa_ms"]},
+        {"target": "decode b64 x 4096: the dispatch's decode kernel is at least as fast as the unified kernel",
+         "measured": decode["speed_vs_decode_kernel"], "met": decode["decode_kernel_ms"] <= decode["unified_ms"]},
+    ]
+
+
+def run_prefill(args: argparse.Namespace) -> dict[str, Any]:
+    record = metadata("attention-prefill")
+    on_gpu = runtime.BACKEND == "cuda"
+    rows = [measure_step(s) for s in (PREFILL_GPU_SHAPES if on_gpu else PREFILL_CPU_SHAPES)]
+    record["rows"] = rows
+    if on_gpu:
+        record["targets"] = _prefill_targets(rows)
+    else:
+        record["note"] = ("CPU run: the Triton kernels ran in the interpreter on small shapes. "
+                          "GPU figures (TFLOP/s, speed against SDPA) need CUDA.")
+    return emit(args, record, _print_prefill)
+
+
+def _print_prefill(record: dict[str, Any]) -> None:
+    print(f"unified attention on {record['device']} ({record['date_utc']}; torch {record['torch']}, "
+          f"triton {record['triton']})")
+    print(f"{'step':52s} {'tokens':>6s} {'unified ms':>10s} {'TFLOP/s':>8s} {'vs SDPA':>8s} {'vs decode':>9s} "
+          f"{'vs gather':>9s}")
+    for r in record["rows"]:
+        vs_sdpa = f"{r['speed_vs_sdpa']:.2f}x" if "speed_vs_sdpa" in r else "-"
+        vs_decode = f"{r['speed_vs_decode_kernel']:.2f}x" if "speed_vs_decode_kernel" in r else "-"
+        print(f"{r['label']:52s} {r['num_tokens']:>6d} {r['unified_ms']:>10.4f} {r['tflops']:>8.2f} {vs_sdpa:>8s} "
+              f"{vs_decode:>9s} {r['speed_vs_gather']:>8.2f}x")
+    for t in record.get("targets", []):
+        print(f"{'MET ' if t['met'] else 'MISSED'} {t['target']} (measured {t['measured']})")
+    if record.get("note"):
+        print(record["note"])
+
+
 def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The issue's three GPU targets, judged on this run's measurements."""
     by_label = {r["label"]: r for r in rows}
@@ -176,6 +323,8 @@ def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if getattr(args, "mode", "decode") == "prefill":
+        return run_prefill(args)
     record = metadata("attention")
     on_gpu = runtime.BACKEND == "cuda"
     copy_gbps = copy_bandwidth_gbps() if on_gpu else None
@@ -263,6 +412,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("attention", help="paged decode attention: time, GB/s, against SDPA (chapter 4)",
                               description=__doc__.split("\n\n")[0].replace("``", ""))
+    p.add_argument("--mode", choices=("decode", "prefill"), default="decode",
+                   help="decode: the split-K decode kernel (record 'attention'); prefill: the unified kernel on "
+                        "prompts, a prefix hit, a decode batch and a mixed step (record 'attention-prefill')")
     p.add_argument("--no-sweep", action="store_true", help="on CUDA, skip the tile-size sweep of the target shape")
     add_json_flag(p)
     add_out_flag(p)

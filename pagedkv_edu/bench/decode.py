@@ -11,18 +11,28 @@ cache tensors it kept (our pool holds exactly the blocks the batch needs; transf
 ``DynamicCache`` holds ``batch x longest row`` of padded positions), and on CUDA the peak
 memory allocated during the run above the weights. On a CPU only the cache bytes are
 reported: the process's peak resident size cannot be split between two systems in one run.
+
+``--backend triton`` runs every attention of our decoder (prefill and decode) through the
+book's Triton kernels. On a CPU that is the Triton interpreter, which is far too slow to
+compare with transformers, so there the useful number is seconds per decode step: how long a
+reader waits for each token of chapter 5. Each row reports ``prefill_seconds``,
+``seconds_per_decode_step`` and ``attention`` (the kernel that ran each phase).
+:func:`latest_triton_records` finds the committed records of such runs for the chapter.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from .. import runtime
-from . import add_out_flag, emit, metadata
+from ..model.kv_store import BACKENDS
+from . import RESULTS_DIR, add_out_flag, emit, metadata
 
 PROMPTS: tuple[str, ...] = (
     "Explain in a few sentences why the sky is blue.",
@@ -104,6 +114,11 @@ def run_ours(loaded: Any, prompts: list[list[int]], max_new_tokens: int, backend
     return {
         "system": f"pagedkv_edu paged ({backend})", "useful_tokens": result.num_new_tokens,
         "seconds": round(result.seconds, 4), "tokens_per_second": round(result.tokens_per_second, 2),
+        "prefill_tokens": sum(len(p) for p in prompts), "prefill_seconds": round(result.prefill_seconds, 4),
+        "decode_steps": result.decode_steps,
+        "seconds_per_decode_step": round(result.decode_seconds / result.decode_steps, 4) if result.decode_steps
+        else None,
+        "attention": result.attention,
         "kv_cache_bytes": result.kv_bytes, "peak_bytes_above_weights": _peak_above(device, base),
         "tokens": result.tokens,
     }
@@ -164,11 +179,39 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu"] + (["cuda"] if runtime.BACKEND == "cuda" else [])}
     for device in map(torch.device, devices[args.devices]):
         on_gpu = device.type == "cuda"
-        backends = ("torch", "triton") if on_gpu else ("torch",)   # the interpreter is far too slow to time
+        if args.backend is not None:
+            backends: tuple[str, ...] = (args.backend,)
+        else:   # by default the CPU times only torch: the interpreter is far too slow to compare with transformers
+            backends = ("torch", "triton") if on_gpu else ("torch",)
         rows += bench_device(args.model, device, args.prompts if not on_gpu else args.gpu_prompts,
                              args.max_new_tokens, backends)
-    record.update(model=args.model, dtype="fp32", rows=rows)
+    record.update(model=args.model, dtype="fp32", attention_backends=sorted({r["system"] for r in rows}), rows=rows)
     return emit(args, record, _print)
+
+
+def latest_triton_records(directory: Path = RESULTS_DIR) -> dict[tuple[str, str], tuple[Path, dict[str, Any]]]:
+    """The newest committed ``decode`` record per (model, backend) with a row that ran our decoder
+    through Triton; ``backend`` is the record's: ``"interpreter"`` (a CPU) or ``"cuda"``.
+
+    Chapter 5 reports seconds per token through Triton from these, with their device and date;
+    a model without such a record has not been measured.
+    """
+    found: dict[tuple[str, str], tuple[str, Path, dict[str, Any]]] = {}
+    for path in sorted(directory.glob("decode-*.json")):
+        record = json.loads(path.read_text())
+        if record.get("benchmark") != "decode" or triton_row(record) is None:
+            continue
+        key, date = (record.get("model", "?"), record.get("backend", "?")), record.get("date_utc", "")
+        if key not in found or date > found[key][0]:
+            found[key] = (date, path, record)
+    return {key: (path, record) for key, (_, path, record) in sorted(found.items())}
+
+
+def triton_row(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The row of a ``decode`` record in which our decoder ran through Triton and was timed per step, if any
+    (records written before ``seconds_per_decode_step`` existed have none)."""
+    return next((r for r in record.get("rows", []) if r.get("system") == "pagedkv_edu paged (triton)"
+                 and r.get("seconds_per_decode_step") is not None), None)
 
 
 def _print(record: dict[str, Any]) -> None:
@@ -176,13 +219,16 @@ def _print(record: dict[str, Any]) -> None:
 
     print(f"greedy decoding, {record['model']} fp32, on {record['device']} ({record['date_utc']}; "
           f"torch {record['torch']})")
-    print(f"{'device':6s} {'system':55s} {'prompts':>7s} {'tokens':>6s} {'tok/s':>8s} {'KV cache':>10s} "
-          f"{'peak':>10s} {'same tokens':>11s}")
+    print(f"{'device':6s} {'system':55s} {'prompts':>7s} {'tokens':>6s} {'tok/s':>8s} {'s/step':>7s} "
+          f"{'KV cache':>10s} {'peak':>10s} {'same tokens':>11s}")
     for r in record["rows"]:
         peak = format_bytes(r["peak_bytes_above_weights"]) if r["peak_bytes_above_weights"] is not None else "-"
+        step = f"{r['seconds_per_decode_step']:.3f}" if r.get("seconds_per_decode_step") is not None else "-"
         print(f"{r['device']:6s} {r['system']:55s} {r['prompts']:>7d} {r['useful_tokens']:>6d} "
-              f"{r['tokens_per_second']:>8.1f} {format_bytes(r['kv_cache_bytes']):>10s} {peak:>10s} "
+              f"{r['tokens_per_second']:>8.1f} {step:>7s} {format_bytes(r['kv_cache_bytes']):>10s} {peak:>10s} "
               f"{str(r['same_tokens_as_transformers']):>11s}")
+        if r.get("attention"):
+            print(f"{'':6s}   attention: " + ", ".join(f"{k} {v}" for k, v in r["attention"].items()))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -196,6 +242,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", type=int, default=8, help="batch size on the CPU (default 8)")
     p.add_argument("--gpu-prompts", type=int, default=64, help="batch size on CUDA (default 64)")
     p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="our decoder's attention, prefill and decode (default: torch on the CPU, torch and triton "
+                        "on CUDA); triton on a CPU is the interpreter, so use --prompts 1 and a few tokens")
     p.add_argument("--devices", choices=("all", "cpu", "cuda"), default="all",
                    help="where to run: the CPU, the GPU, or both when there is one (default)")
     add_json_flag(p)

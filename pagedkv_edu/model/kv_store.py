@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from ..block_manager import BlockManager
 from ..block_pool import OutOfBlocksError
 from ..block_table import BlockTable, blocks_needed
+from ..attention import AttentionFn, kernel_name, paged_attention
 from ..kv_cache import PagedKVCache
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class StepMetadata:
     slot_mapping: torch.Tensor | None = None    # [num_tokens] int64   (paged only)
     block_tables: torch.Tensor | None = None    # [num_seqs, max_blocks] int32, -1 padded (paged only)
     seq_lens_tensor: torch.Tensor | None = None  # [num_seqs] int32    (paged only)
+    query_start_loc: torch.Tensor | None = None  # [num_seqs + 1] int32: where each sequence's tokens start (cu_seqlens)
 
     @classmethod
     def build(cls, seq_ids: Sequence[Hashable], seq_lens: Sequence[int], query_lens: Sequence[int],
@@ -60,6 +62,7 @@ class StepMetadata:
         """Positions from the lengths; slots and padded block tables from ``tables`` when paged."""
         positions = torch.cat([torch.arange(s - q, s) for s, q in zip(seq_lens, query_lens)])
         last = torch.tensor(query_lens).cumsum(0) - 1
+        query_start_loc = torch.tensor([0, *query_lens], dtype=torch.int32).cumsum(0, dtype=torch.int32)
         paged: dict[str, torch.Tensor] = {}
         if tables is not None:
             slots = [slot for t, s, q in zip(tables, seq_lens, query_lens) for slot in t.slot_mapping(s - q, s)]
@@ -70,7 +73,8 @@ class StepMetadata:
                 "block_tables": torch.tensor(padded, dtype=torch.int32, device=device),
                 "seq_lens_tensor": torch.tensor(list(seq_lens), dtype=torch.int32, device=device),
             }
-        return cls(tuple(seq_ids), tuple(query_lens), tuple(seq_lens), positions.to(device), last.to(device), **paged)
+        return cls(tuple(seq_ids), tuple(query_lens), tuple(seq_lens), positions.to(device), last.to(device), **paged,
+                   query_start_loc=query_start_loc.to(device))
 
     @property
     def num_tokens(self) -> int:
@@ -139,13 +143,17 @@ class PagedKVStore:
 
     def __init__(self, config: "LlamaConfig", num_blocks: int, block_size: int = 16, *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                 backend: str = "torch", max_seq_len: int | None = None) -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+                 backend: str | AttentionFn = "torch", max_seq_len: int | None = None) -> None:
+        if not callable(backend) and backend not in BACKENDS:
+            raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)} "
+                             f"or pass an attention function")
         self.manager = BlockManager(num_blocks, block_size, max_seq_len)
         self.cache = PagedKVCache(config.num_layers, num_blocks, block_size, config.num_kv_heads,
                                   config.head_dim, dtype, device)
         self.backend = backend
+        # A reader's attention function replaces attention only; K/V stores still use the shipped kernel.
+        self._store_backend = backend if isinstance(backend, str) else "triton"
+        self.kernels: dict[str, str] = {}  # phase ("prefill" / "decode") -> the attention kernel that ran
         self.scale = config.head_dim ** -0.5
 
     @property
@@ -188,19 +196,19 @@ class PagedKVStore:
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata) -> None:
         # Every layer of a step uses the same slots: validate them once, at layer 0.
-        self.cache.store(layer, k, v, meta.slot_mapping, self.backend, check=layer == 0)
+        self.cache.store(layer, k, v, meta.slot_mapping, self._store_backend, check=layer == 0)
 
     def attend(self, layer: int, q: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
-        if meta.is_decode:   # one query per sequence: the paged decode kernel, straight off the blocks
-            return self.cache.decode_attention(layer, q, meta.block_tables, meta.seq_lens_tensor, scale=self.scale,
-                                               backend=self.backend, check=layer == 0)
-        out = torch.empty_like(q)   # prefill: gather each sequence's K/V, then masked SDPA
-        start = 0
-        for i, (n, length) in enumerate(zip(meta.query_lens, meta.seq_lens)):
-            k, v = self.cache.gather(layer, meta.block_tables[i], length)
-            out[start:start + n] = prefix_causal_attention(q[start:start + n], k, v, self.scale)
-            start += n
-        return out
+        """Decode, prefill and mixed steps alike: one :func:`~pagedkv_edu.attention.paged_attention` call.
+
+        Records which kernel ran in ``self.kernels`` under "decode" (every sequence brings one
+        token) or "prefill" (any sequence brings more; a mixed step's decode tokens ride along).
+        """
+        phase = "decode" if meta.is_decode else "prefill"
+        self.kernels[phase] = kernel_name(meta.query_lens, self.backend)
+        return paged_attention(q, self.cache.k_caches[layer], self.cache.v_caches[layer], meta.block_tables,
+                               meta.seq_lens_tensor, meta.query_start_loc, self.scale, self.backend,
+                               check=layer == 0, max_query_len=max(meta.query_lens))
 
     def table(self, seq_id: Hashable) -> BlockTable:
         return self.manager.table(seq_id)

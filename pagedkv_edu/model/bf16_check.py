@@ -1,0 +1,84 @@
+"""Does the Triton interpreter compute bfloat16 correctly? Measured, against float64.
+
+Chapter 5 runs Llama-3.2-1B's architecture through Triton on a CPU, where Triton is an
+interpreter built on NumPy. NumPy has no bfloat16: the interpreter carries bf16 tensors as
+their raw 16-bit patterns. Two measurements decide which dtype the chapter can trust:
+
+* :func:`raw_dot_error`: a bare ``tl.dot`` of two bf16 tiles, the operation every attention
+  kernel is built on, compared with the same product in float64;
+* :func:`attention_error`: the book's paged attention on a bf16 cache (prefill and decode
+  queries in one step), compared with the float64 reference, next to the error of the torch
+  reference computing in bf16, i.e. the error bf16 itself brings.
+
+Both return *relative* errors (largest absolute difference / largest reference magnitude), so
+a correct bf16 computation lands near bf16's rounding unit, 2^-8 = 0.0039, and a wrong one far
+above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import runtime  # imported before triton: it sets TRITON_INTERPRET on a CPU
+from ..attention import paged_attention
+from ..attention.batch import random_paged_step
+from ..attention.reference import paged_attention_float64
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+BF16_UNIT = 2.0 ** -8
+"""bfloat16 keeps 8 significant bits: one rounding is off by up to half of this, relatively."""
+
+
+@triton.jit
+def _dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """c = a @ b for one [M, K] x [K, N] tile, in the tiles' own dtype (no cast)."""
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    tl.store(c_ptr + m[:, None] * N + n[None, :], tl.dot(a, b))
+
+
+def _relative(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((x.double() - ref).abs().max() / ref.abs().max())
+
+
+def raw_dot_error(dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> float:
+    """Relative error of one bare ``tl.dot`` of ``dtype`` tiles [16, 32] x [32, 16] against float64."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(16, 32, generator=gen).to(dtype).to(runtime.device())
+    b = torch.randn(32, 16, generator=gen).to(dtype).to(runtime.device())
+    c = torch.empty(16, 16, dtype=torch.float32, device=a.device)
+    _dot_kernel[(1,)](a, b, c, 16, 16, 32)
+    return _relative(c, a.double() @ b.double())
+
+
+@dataclass(frozen=True)
+class AttentionError:
+    """Relative errors against float64 of one paged-attention step computed in bf16."""
+
+    triton: float        # the book's Triton kernels (``backend="triton"``)
+    torch_bf16: float    # the torch gather reference computing in bf16: the cost of bf16 itself
+
+    @property
+    def correct(self) -> bool:
+        """Triton within twice what bf16 itself costs, and within a few rounding units."""
+        return self.triton <= max(2 * self.torch_bf16, 4 * BF16_UNIT)
+
+
+def attention_error(num_heads: int = 32, num_kv_heads: int = 8, head_dim: int = 64, seed: int = 0) -> AttentionError:
+    """One step of Llama-3.2-1B's head shape on a bf16 paged cache: a 21-token prompt, the
+    rest of a 40-token prompt after a 16-token prefix, and two decode tokens; then the same
+    with decode tokens only (the decode kernel's path)."""
+    worst_triton, worst_torch = 0.0, 0.0
+    for seq_lens, query_lens in (([21, 40, 9, 33], [21, 24, 1, 1]), ([37, 18], [1, 1])):
+        step = random_paged_step(seq_lens, query_lens, 16, num_heads, num_kv_heads, head_dim, torch.bfloat16,
+                                 seed=seed)
+        args = step.args()
+        ref = paged_attention_float64(*args)
+        worst_triton = max(worst_triton, _relative(paged_attention(*args, backend="triton"), ref))
+        worst_torch = max(worst_torch, _relative(paged_attention(*args, backend="torch"), ref))
+    return AttentionError(worst_triton, worst_torch)

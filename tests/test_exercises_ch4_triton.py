@@ -1,0 +1,490 @@
+"""Chapter 4's Triton graders accept right kernels in several styles and reject plausible wrong ones.
+
+Every wrong kernel below is a mistake a reader makes: an off-by-one mask, a missing rescale,
+a wrong stride, ``pos // B`` and ``pos % B`` swapped, a power-of-two-only trick, a hard-coded
+answer. Each must fail its grader, and the grader must say where (without listing its cases).
+The kernels run in the Triton interpreter; shapes are tiny so the whole file takes seconds.
+"""
+
+from __future__ import annotations
+
+import torch
+import pytest
+
+import pagedkv_edu  # noqa: F401  (selects the interpreter before triton is imported)
+import triton
+import triton.language as tl
+
+from pagedkv_edu.exercises import ch4_triton as grader
+from pagedkv_edu.exercises.ch4_assembly import assemble_paged_attention, solution_paged_attention
+from pagedkv_edu.exercises.solutions import ch4_triton as solution
+from pagedkv_edu.viz.kernel_view import split_ranges, store_svg, tile_reads_svg
+
+# Wrong kernels overflow and divide by zero on purpose; numpy says so in the interpreter.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _verdict(check, fn, capsys) -> tuple[bool, str]:
+    ok = check(fn)
+    return ok, capsys.readouterr().out
+
+
+# --- piece 1: store ------------------------------------------------------------------------------
+
+@triton.jit
+def store_loop_style(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr, stride_kt, stride_kh, stride_vt,
+                     stride_vh, stride_cb, stride_ct, stride_ch, NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
+                     HEADS_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """Correct, another style: one head at a time, the padding test folded into a broadcast mask."""
+    token = tl.program_id(0)
+    slot = tl.load(slot_mapping_ptr + token)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    ok = (offs_d < HEAD_DIM) & (offs_d * 0 + slot >= 0)
+    for h in tl.static_range(NUM_KV_HEADS):
+        dst = (slot // BLOCK_SIZE) * stride_cb + (slot - (slot // BLOCK_SIZE) * BLOCK_SIZE) * stride_ct + h * stride_ch
+        tl.store(k_cache_ptr + dst + offs_d, tl.load(k_ptr + token * stride_kt + h * stride_kh + offs_d, mask=ok), mask=ok)
+        tl.store(v_cache_ptr + dst + offs_d, tl.load(v_ptr + token * stride_vt + h * stride_vh + offs_d, mask=ok), mask=ok)
+
+
+def _store_mutant(variant: str):
+    """Build a wrong store kernel; each variant differs from the solution in one plausible way."""
+
+    @triton.jit
+    def kernel(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr, stride_kt, stride_kh, stride_vt, stride_vh,
+               stride_cb, stride_ct, stride_ch, NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
+               HEADS_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, V: tl.constexpr):
+        token = tl.program_id(0)
+        slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
+        if V == "hard_coded":
+            slot = token * 0 + token
+        block = slot // BLOCK_SIZE
+        offset = slot % BLOCK_SIZE
+        if V == "pow2":
+            block = slot >> 2
+            offset = slot & (BLOCK_SIZE - 1)
+        offs_h = tl.arange(0, HEADS_PAD)
+        offs_d = tl.arange(0, HEAD_DIM_PAD)
+        mask = (offs_h < NUM_KV_HEADS)[:, None] & (offs_d < HEAD_DIM)[None, :]
+        if V == "off_by_one_dim":
+            mask = (offs_h < NUM_KV_HEADS)[:, None] & (offs_d <= HEAD_DIM)[None, :]
+        dst = block * stride_cb + offset * stride_ct + offs_h[:, None] * stride_ch + offs_d[None, :]
+        if V == "contiguous_head":
+            dst = block * stride_cb + offset * stride_ct + offs_h[:, None] * HEAD_DIM + offs_d[None, :]
+        if V == "flat_slot":
+            dst = slot * stride_ct + offs_h[:, None] * stride_ch + offs_d[None, :]
+        k = tl.load(k_ptr + token * stride_kt + offs_h[:, None] * stride_kh + offs_d[None, :], mask=mask)
+        v = tl.load(v_ptr + token * stride_vt + offs_h[:, None] * stride_vh + offs_d[None, :], mask=mask)
+        if V == "swapped_kv":
+            k, v = v, k
+        write = slot >= 0
+        if V == "no_skip":
+            write = slot >= -1
+        if V == "skips_slot_0":
+            write = slot > 0
+        if write:
+            tl.store(k_cache_ptr + dst, k, mask=mask)
+            tl.store(v_cache_ptr + dst, v, mask=mask)
+
+    class Bound:
+        """Pass the variant name as one more constexpr, so the grader's launch is unchanged."""
+
+        def __getitem__(self, grid):
+            return lambda *args, **kw: kernel[grid](*args, V=variant, **kw)
+
+    return Bound()
+
+
+STORE_MUTANTS = ("hard_coded", "pow2", "off_by_one_dim", "contiguous_head", "flat_slot", "swapped_kv", "no_skip",
+                 "skips_slot_0")
+
+
+@pytest.mark.parametrize("good", [solution.store_kv_kernel, store_loop_style], ids=["solution", "per-head loop"])
+def test_store_accepts(good, capsys):
+    ok, out = _verdict(grader.check_store_kv, good, capsys)
+    assert ok, out
+
+
+@pytest.mark.parametrize("variant", STORE_MUTANTS)
+def test_store_rejects(variant, capsys):
+    ok, out = _verdict(grader.check_store_kv, _store_mutant(variant), capsys)
+    assert not ok and "✗ store_kv_kernel: failed" in out
+    assert "later cases not run" in out and out.count("hidden case") <= 1, out  # the first failing case only
+
+
+def test_store_names_the_power_of_two_trick(capsys):
+    _, out = _verdict(grader.check_store_kv, _store_mutant("pow2"), capsys)
+    assert "not a power of two" in out or "slot" in out
+
+
+# --- piece 2: tile slots -------------------------------------------------------------------------
+
+@triton.jit
+def slots_divmod_style(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    """Correct, another style: the offset as pos - block_index * B, the table load with a where."""
+    index = offs_n // BLOCK_SIZE
+    block = tl.load(table_row_ptr + tl.where(mask_n, index, 0))
+    return block * BLOCK_SIZE + (offs_n - index * BLOCK_SIZE)
+
+
+@triton.jit
+def slots_swapped(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    return tl.load(table_row_ptr + offs_n % BLOCK_SIZE, mask=mask_n, other=0) * BLOCK_SIZE + offs_n // BLOCK_SIZE
+
+
+@triton.jit
+def slots_pow2(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    return tl.load(table_row_ptr + (offs_n >> 2), mask=mask_n, other=0) * BLOCK_SIZE + (offs_n & (BLOCK_SIZE - 1))
+
+
+@triton.jit
+def slots_next_entry(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    return tl.load(table_row_ptr + offs_n // BLOCK_SIZE + 1, mask=mask_n, other=0) * BLOCK_SIZE + offs_n % BLOCK_SIZE
+
+
+@triton.jit
+def slots_hard_b16(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    return tl.load(table_row_ptr + offs_n // 16, mask=mask_n, other=0) * 16 + offs_n % 16
+
+
+@triton.jit
+def slots_no_times_b(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    return tl.load(table_row_ptr + offs_n // BLOCK_SIZE, mask=mask_n, other=0) + offs_n % BLOCK_SIZE
+
+
+@triton.jit
+def slots_hard_coded(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    return offs_n
+
+
+@triton.jit
+def slots_off_by_one(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    pos = offs_n + 1
+    return tl.load(table_row_ptr + pos // BLOCK_SIZE, mask=mask_n, other=0) * BLOCK_SIZE + pos % BLOCK_SIZE
+
+
+@pytest.mark.parametrize("good", [solution.tile_slots, slots_divmod_style], ids=["solution", "divmod style"])
+def test_tile_slots_accepts(good, capsys):
+    ok, out = _verdict(grader.check_tile_slots, good, capsys)
+    assert ok, out
+
+
+@pytest.mark.parametrize("bad", [slots_swapped, slots_pow2, slots_next_entry, slots_hard_b16, slots_no_times_b,
+                                 slots_hard_coded, slots_off_by_one], ids=lambda f: f.fn.__name__)
+def test_tile_slots_rejects(bad, capsys):
+    ok, out = _verdict(grader.check_tile_slots, bad, capsys)
+    assert not ok and "program (sequence" in out and "expected slot" in out, out
+
+
+def test_tile_slots_hints(capsys):
+    _, out = _verdict(grader.check_tile_slots, slots_swapped, capsys)
+    assert "swapped" in out
+    _, out = _verdict(grader.check_tile_slots, slots_hard_coded, capsys)
+    assert "the table was skipped" in out
+
+
+# --- piece 3: load a tile ------------------------------------------------------------------------
+
+@triton.jit
+def load_where_style(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block, stride_token, stride_head,
+                     BLOCK_SIZE: tl.constexpr):
+    """Correct, another style: clamp masked slots to 0, load with the column mask, then zero the rows."""
+    safe = tl.where(mask_n, slots, 0)
+    rows = (safe // BLOCK_SIZE) * stride_block + (safe % BLOCK_SIZE) * stride_token + kv_head * stride_head
+    x = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+    return tl.where(mask_n[:, None] & mask_d[None, :], x, 0.0)
+
+
+LOAD_V = "none"  # the wrong variant load_mutant runs; the interpreter reads it at each call
+
+
+@triton.jit
+def load_mutant(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block, stride_token, stride_head,
+                BLOCK_SIZE: tl.constexpr):
+    block = slots // BLOCK_SIZE
+    offset = slots % BLOCK_SIZE
+    if LOAD_V == "pow2":
+        offset = slots & (BLOCK_SIZE - 1)
+    rows = block * stride_block + offset * stride_token + kv_head * stride_head
+    if LOAD_V == "flat_slot":
+        rows = slots * stride_token + kv_head * stride_head
+    if LOAD_V == "head_stride":
+        rows = block * stride_block + offset * stride_token + kv_head * stride_token
+    if LOAD_V == "no_head":
+        rows = block * stride_block + offset * stride_token
+    mask = mask_n[:, None] & mask_d[None, :]
+    if LOAD_V == "no_row_mask":
+        mask = (offs_n_all(mask_n))[:, None] & mask_d[None, :]
+    if LOAD_V == "no_col_mask":
+        mask = mask_n[:, None] & (offs_d >= 0)[None, :]
+    x = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0)
+    if LOAD_V == "hard_coded":
+        x = x * 0.0
+    return x
+
+
+def _load_mutant(variant: str):
+    """The load piece with one plausible mistake, ``variant``."""
+    global LOAD_V
+    LOAD_V = variant
+    return load_mutant
+
+
+@triton.jit
+def offs_n_all(mask_n):
+    """Every row: what a kernel that forgets the row mask loads."""
+    return mask_n | (mask_n == 0)
+
+
+LOAD_MUTANTS = ("pow2", "flat_slot", "head_stride", "no_head", "no_row_mask", "no_col_mask", "hard_coded")
+
+
+@pytest.mark.parametrize("good", [solution.load_tile, load_where_style], ids=["solution", "where style"])
+def test_load_tile_accepts(good, capsys):
+    ok, out = _verdict(grader.check_load_tile, good, capsys)
+    assert ok, out
+
+
+@pytest.mark.parametrize("variant", LOAD_MUTANTS)
+def test_load_tile_rejects(variant, capsys):
+    ok, out = _verdict(grader.check_load_tile, _load_mutant(variant), capsys)
+    assert not ok and "program (sequence" in out and "dtype" in out, out
+
+
+def test_load_tile_explains_masked_rows(capsys):
+    _, out = _verdict(grader.check_load_tile, _load_mutant("no_row_mask"), capsys)
+    assert "past the sequence (masked)" in out
+
+
+# --- piece 4: online-softmax tile update ---------------------------------------------------------
+
+@triton.jit
+def update_natural_exp_sum_style(m_i, l_i, acc, qk, v):
+    """Correct, another style: natural exp of base-2 logits times ln 2, the weighted sum without tl.dot."""
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    alpha = tl.exp((m_i - m_new) * 0.6931471805599453)
+    p = tl.exp((qk - m_new[:, None]) * 0.6931471805599453)
+    return m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], 1)
+
+
+UPDATE_V = "none"  # the wrong variant update_mutant runs; the interpreter reads it at each call
+
+
+@triton.jit
+def update_mutant(m_i, l_i, acc, qk, v):
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    if UPDATE_V == "forgets_old_max":
+        m_new = tl.max(qk, 1)
+    alpha = tl.exp2(m_i - m_new)
+    if UPDATE_V == "alpha_sign":
+        alpha = tl.exp2(m_new - m_i)
+    p = tl.exp2(qk - m_new[:, None])
+    if UPDATE_V == "natural_exp":
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(qk - m_new[:, None])
+    if UPDATE_V == "no_max_subtraction":
+        p = tl.exp2(qk)
+        alpha = alpha * 0.0 + 1.0
+    l_new = l_i * alpha + tl.sum(p, 1)
+    if UPDATE_V == "l_not_rescaled":
+        l_new = l_i + tl.sum(p, 1)
+    acc_new = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    if UPDATE_V == "acc_not_rescaled":
+        acc_new = acc + tl.dot(p, v, input_precision="ieee")
+    if UPDATE_V == "hard_coded":
+        return m_i, l_i, acc
+    return m_new, l_new, acc_new
+
+
+def _update_mutant(variant: str):
+    """The update piece with one plausible mistake, ``variant``."""
+    global UPDATE_V
+    UPDATE_V = variant
+    return update_mutant
+
+
+UPDATE_MUTANTS = ("forgets_old_max", "alpha_sign", "natural_exp", "no_max_subtraction", "l_not_rescaled",
+                  "acc_not_rescaled", "hard_coded")
+
+
+@pytest.mark.parametrize("good", [solution.softmax_tile_update, update_natural_exp_sum_style],
+                         ids=["solution", "exp with ln2, no dot"])
+def test_update_accepts(good, capsys):
+    ok, out = _verdict(grader.check_softmax_tile_update, good, capsys)
+    assert ok, out
+
+
+@pytest.mark.parametrize("variant", UPDATE_MUTANTS)
+def test_update_rejects(variant, capsys):
+    ok, out = _verdict(grader.check_softmax_tile_update, _update_mutant(variant), capsys)
+    assert not ok and "float32" in out and "relative error" in out, out
+
+
+# --- piece 5: split-K merge ----------------------------------------------------------------------
+
+@triton.jit
+def merge_loop_style(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d, SPLITS_PAD: tl.constexpr):
+    """Correct, another style: an online merge, one split at a time, with scalar loads."""
+    m = tl.load(lse_ptr)
+    total = tl.exp2(m - m)
+    out = tl.load(part_ptr + offs_d, mask=mask_d, other=0.0)
+    for s in tl.range(1, num_splits):
+        lse = tl.load(lse_ptr + s)
+        m_new = tl.maximum(m, lse)
+        scale = tl.exp2(m - m_new)
+        w = tl.exp2(lse - m_new)
+        out = out * scale + w * tl.load(part_ptr + s * stride_split + offs_d, mask=mask_d, other=0.0)
+        total = total * scale + w
+        m = m_new
+    return out / total
+
+
+MERGE_V = "none"  # the wrong variant merge_mutant runs; the interpreter reads it at each call
+
+
+@triton.jit
+def merge_mutant(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d, SPLITS_PAD: tl.constexpr):
+    offs_s = tl.arange(0, SPLITS_PAD)
+    mask_s = offs_s < num_splits
+    if MERGE_V == "off_by_one":
+        mask_s = offs_s <= num_splits
+    lse = tl.load(lse_ptr + offs_s, mask=mask_s, other=float("-inf"))
+    part = tl.load(part_ptr + offs_s[:, None] * stride_split + offs_d[None, :],
+                   mask=mask_s[:, None] & mask_d[None, :], other=0.0)
+    if MERGE_V == "transposed_strides":
+        part = tl.load(part_ptr + offs_s[:, None] + offs_d[None, :] * stride_split,
+                       mask=mask_s[:, None] & mask_d[None, :], other=0.0)
+    w = tl.exp2(lse - tl.max(lse, 0))
+    if MERGE_V == "no_max":
+        w = tl.exp2(lse)
+    if MERGE_V == "natural_exp":
+        w = tl.exp(lse - tl.max(lse, 0))
+    if MERGE_V == "plain_mean":
+        w = tl.where(mask_s, 1.0, 0.0)
+    out = tl.sum(w[:, None] * part, 0) / tl.sum(w, 0)
+    if MERGE_V == "divide_by_count":
+        out = tl.sum(w[:, None] * part, 0) / num_splits
+    if MERGE_V == "hard_coded":
+        out = tl.load(part_ptr + offs_d, mask=mask_d, other=0.0)
+    return out
+
+
+def _merge_mutant(variant: str):
+    """The merge piece with one plausible mistake, ``variant``."""
+    global MERGE_V
+    MERGE_V = variant
+    return merge_mutant
+
+
+MERGE_MUTANTS = ("off_by_one", "transposed_strides", "no_max", "natural_exp", "plain_mean", "divide_by_count", "hard_coded")
+
+
+@pytest.mark.parametrize("good", [solution.merge_splits, merge_loop_style], ids=["solution", "online loop"])
+def test_merge_accepts(good, capsys):
+    ok, out = _verdict(grader.check_merge_splits, good, capsys)
+    assert ok, out
+
+
+@pytest.mark.parametrize("variant", MERGE_MUTANTS)
+def test_merge_rejects(variant, capsys):
+    ok, out = _verdict(grader.check_merge_splits, _merge_mutant(variant), capsys)
+    assert not ok and "program" in out and "expected" in out, out
+
+
+# --- stubs, assembly, pictures -------------------------------------------------------------------
+
+@triton.jit
+def stub(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    raise NotImplementedError("your turn")
+
+
+def test_unsolved_stub_is_neutral(capsys):
+    ok, out = _verdict(grader.check_tile_slots, stub, capsys)
+    assert not ok
+    assert out.strip() == f"○ tile_slots: {grader.NOT_SOLVED}"
+    assert "Traceback" not in out and "✗" not in out
+
+
+def test_assembled_solution_matches_float64(capsys):
+    ok, out = _verdict(grader.check_paged_attention, solution_paged_attention, capsys)
+    assert ok, out
+
+
+def test_assembly_uses_the_readers_pieces(capsys):
+    """A wrong piece plugged in makes the assembled kernel wrong: the pieces really are used."""
+    # Mutants whose addresses stay inside the cache: the assembled kernel has no guard blocks.
+    for pieces in (dict(tile_slots=slots_no_times_b), dict(load_tile=_load_mutant("no_row_mask")),
+                   dict(softmax_tile_update=_update_mutant("acc_not_rescaled")),
+                   dict(merge_splits=_merge_mutant("natural_exp"))):
+        # Two splits of two tiles of 4 each: the rescale and the merge both matter.
+        ok, out = _verdict(grader.check_paged_attention, assemble_paged_attention(num_splits=2, tile_n=4, **pieces),
+                           capsys)
+        assert not ok, pieces
+
+
+def test_assembly_signature_and_bad_input():
+    attend = assemble_paged_attention(name="mine")
+    assert attend.__name__ == "mine"
+    q = torch.zeros(2, 4, 8)
+    cache = torch.zeros(3, 4, 1, 8)
+    with pytest.raises(ValueError, match="query length"):
+        attend(q, cache, cache, torch.zeros(1, 2, dtype=torch.int32), torch.tensor([1], dtype=torch.int32),
+               torch.tensor([0, 2], dtype=torch.int32), 1.0)
+    with pytest.raises(ValueError, match="tile_n"):
+        assemble_paged_attention(tile_n=6)
+
+
+def test_pictures_are_deterministic_and_mark_masked_positions():
+    a = tile_reads_svg([[7, 1, 3]], [9], 4, 8, 4)
+    assert a.svg == tile_reads_svg([[7, 1, 3]], [9], 4, 8, 4).svg
+    assert a.svg.count('class="position masked"') == 3  # 12 positions in 3 tiles of 4, 9 real
+    assert 'data-slot="28"' in a.svg and 'data-slot="12"' in a.svg  # position 0 -> block 7, position 8 -> block 3
+    s = store_svg([28, -1, 5], 4, 8)
+    assert s.svg.count('class="token skipped"') == 1
+    assert split_ranges(10, 3, 2) == [(0, 4), (4, 8), (8, 10)]
+    with pytest.raises(ValueError, match="block_size"):
+        tile_reads_svg([[0]], [1], 0, 1, 4)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_assembled_random_mixed_batches(seed):
+    """Random steps (query lengths 0, 1 and many; prefix hits mid-block; GQA 1, 3, 4) against float64."""
+    import random
+
+    from pagedkv_edu.attention.batch import random_paged_batch
+
+    rng = random.Random(seed)
+    B = rng.choice([3, 5, 6, 12])
+    kv, group = rng.choice([1, 2]), rng.choice([1, 3, 4])
+    seq_lens = [rng.randint(1, 40) for _ in range(rng.randint(1, 3))]
+    q_lens = [rng.choice([0, 1, n, rng.randint(1, n)]) for n in seq_lens]
+    if sum(q_lens) == 0:
+        q_lens[0] = 1
+    batch = random_paged_batch(seq_lens, B, kv * group, kv, 6, torch.float32, "cpu", seed=seed,
+                               table_width=max(seq_lens) // B + 3)
+    qsl = torch.tensor([0] + [sum(q_lens[: i + 1]) for i in range(len(q_lens))], dtype=torch.int32)
+    q = torch.randn(int(qsl[-1]), kv * group, 6, generator=torch.Generator().manual_seed(seed))
+    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.4)
+    want = grader.attention_float64(*args)
+    for splits in (1, 2):
+        got = assemble_paged_attention(num_splits=splits, tile_n=rng.choice([4, 8, 16]))(*args)
+        torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
+
+
+def test_assembled_kernel_is_a_paged_attention_backend():
+    """CONTRACT A: the dispatcher validates, then calls the assembled kernel; it names it custom:<name>."""
+    from pagedkv_edu.attention import kernel_name, paged_attention
+    from pagedkv_edu.attention.batch import random_paged_batch
+
+    batch = random_paged_batch([9, 4], 5, 6, 2, 8, torch.float32, "cpu", seed=3)
+    qsl = torch.tensor([0, 3, 4], dtype=torch.int32)
+    q = torch.randn(4, 6, 8, generator=torch.Generator().manual_seed(3))
+    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.3)
+    mine = assemble_paged_attention(name="my_paged_attention")
+    torch.testing.assert_close(paged_attention(*args, backend=mine), paged_attention(*args, backend="torch"),
+                               atol=2e-5, rtol=2e-5)
+    assert kernel_name([3, 1], mine) == "custom:my_paged_attention"
+
+
+def test_tile_slots_names_a_foreign_block_size(capsys):
+    _, out = _verdict(grader.check_tile_slots, slots_hard_b16, capsys)
+    assert "block size 16" in out and "BLOCK_SIZE argument" in out, out
