@@ -121,8 +121,9 @@ def cpu_reference_times(block_sizes: Sequence[int] = BLOCK_SIZES, *, batch: int 
                         repeats: int = 5) -> dict[int, float]:
     """Median milliseconds of the PyTorch reference decode (gather, then attention) per block size.
 
-    This is the CPU reference, not the GPU kernel: it shows that gathering through a table
-    costs about the same at every block size, and nothing about a GPU's memory system.
+    This is the CPU reference, not the GPU kernel: it shows how to time a block-size sweep, and
+    nothing about a GPU's memory system. Its curve depends on the CPU and on how busy it is, so
+    chapter 9 draws no conclusion from its shape.
     """
     times = {}
     for b in block_sizes:
