@@ -37,6 +37,7 @@ from ..model.kv_store import ContiguousKVStore, PagedKVStore, StepMetadata
 from ..model.llama import Llama
 from ..scheduler import ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
 from .sampling import SamplingParams, make_generator, sample_token
+from .trace import EngineTrace
 
 POLICIES = ("paged", "contiguous")
 
@@ -168,6 +169,7 @@ class LLMEngine:
         stop_token_ids: Iterable[int] = (),
         seed: int = 0,
         enable_prefix_caching: bool = False,
+        trace: EngineTrace | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
@@ -202,6 +204,7 @@ class LLMEngine:
         self.memory = memory
         self.scheduler = Scheduler(memory, max_num_seqs)
         self.enable_prefix_caching = enable_prefix_caching
+        self.trace = trace   # opt in: one frame per step, for the replay (chapter 6)
         self.requests: dict[int, Request] = {}           # each request's first sample
         self._samples: dict[int, list[Request]] = {}     # unfinished requests' samples, index order
         self.history: list[EngineStats] = []
@@ -269,6 +272,7 @@ class LLMEngine:
             self._release_rows(request)
         for request in decided.failed:
             finished += self._finish(request, "error: needs more KV memory than the whole budget", release=False)
+        copies: list[tuple[int, int]] = []
         if isinstance(self.store, PagedKVStore):
             copies = self.store.manager.take_copies()   # copy-on-write decided by this schedule
             if copies:
@@ -283,6 +287,8 @@ class LLMEngine:
             if reason is not None:
                 finished += self._finish(request, reason, release=True)
         self._record()
+        if self.trace is not None:
+            self.trace.record(self, decided, copies)
         return finished
 
     def _run(self, batch: list[Request], *, prefill: bool) -> list[Request]:
