@@ -103,9 +103,16 @@ def test_frame_svg_shows_the_frame(run) -> None:
     frame = trace[index]
     svg = ET.fromstring(frame_svg(trace, index, selected=frame.running[0]))
     assert svg.get("data-step") == str(index)
-    cells = [r for r in svg.iter(f"{SVG}rect") if r.get("class") == "block"]
-    assert [int(c.get("data-refs")) for c in cells] == list(frame.ref_counts)
-    assert {int(c.get("data-block")) for c in cells if c.get("data-cached") == "1"} == set(frame.cached)
+    grid = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "grid"][0]
+    assert [int(r) for r in grid.get("data-refs").split()] == list(frame.ref_counts)
+    assert {int(b) for b in grid.get("data-cached").split()} == set(frame.cached)
+    owners = grid.get("data-owners").split()
+    for entry in frame.tables:
+        assert all(f"r{entry.seq_id}" in owners[b].split("+") for b in entry.block_ids)
+    assert all(owners[b] == "-" for b, refs in enumerate(frame.ref_counts) if refs == 0)
+    drawn = sum(float(r.get("width")) + 1 for r in grid.iter(f"{SVG}rect") if r.get("fill") != "none")
+    cell = float([r for r in grid.iter(f"{SVG}rect")][0].get("height")) + 1
+    assert drawn == frame.num_blocks * cell                     # the bars cover every block exactly once
     queues = {g.get("data-queue"): g.get("data-ids") for g in svg.iter(f"{SVG}g") if g.get("class") == "queue"}
     assert queues["running"].split() == [f"r{s}" for s in frame.running]
     assert queues["preempted"].split() == [f"r{s}" for s in frame.preempted]

@@ -135,7 +135,9 @@ class EngineTrace:
         scheduler = engine.scheduler
         manager = getattr(scheduler.memory, "manager", None)
         running, queued = list(scheduler.running), list(scheduler.waiting)
-        admitted = list(getattr(scheduled, "prefills", ()))
+        # Admitted in this step (with chunked prefill, a prompt's later chunks are not admissions).
+        admitted = list(getattr(scheduled, "admitted", None) if hasattr(scheduled, "admitted")
+                        else getattr(scheduled, "prefills", ()))
         for seq in admitted + running + queued:
             self._sequences.setdefault(seq.seq_id, seq)
         now_live = {s.seq_id for s in running} | {s.seq_id for s in queued}

@@ -68,26 +68,42 @@ def _owners(frame: Frame) -> dict[int, list[Hashable]]:
 
 
 def _grid(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
-    """Every physical block as a cell: owner's colour, thick border when shared, dot when cached."""
+    """Every physical block as a cell: owner's colour, thick border when shared, dot when cached.
+
+    Neighbouring cells of one row that look the same are drawn as one bar (a request's blocks
+    usually sit together), which keeps a 640-block frame a few kilobytes. The per-block state
+    rides on the grid's ``data-*`` attributes, one entry per block, for tests and the browser.
+    """
     n = frame.num_blocks
     if n == 0:
         return [_text(PAD, top + 12, "contiguous memory: no blocks to draw", colour="#555555")], top + LINE
     cell = 16 if n <= 320 else 12 if n <= 800 else 8
     cols = max(1, int((width - 2 * PAD) // cell))
     owners = _owners(frame)
-    out = ['<g class="grid">']
+
+    def colour(block: int) -> str:
+        who = owners.get(block)
+        return request_colour(who[0]) if who else ("#FFFFFF" if block in frame.cached else FREE_COLOUR)
+
+    labels = ["+".join(request_label(o) for o in owners[b]) if b in owners else "-" for b in range(n)]
+    out = [f'<g class="grid" data-refs="{" ".join(map(str, frame.ref_counts))}" '
+           f'data-owners="{escape(" ".join(labels))}" data-cached="{" ".join(map(str, sorted(frame.cached)))}">']
+    block = 0
+    while block < n:   # runs of equal cells within a row
+        r, c = divmod(block, cols)
+        end = block + 1
+        while end < n and end // cols == r and colour(end) == colour(block):
+            end += 1
+        out.append(f'<rect x="{PAD + c * cell:g}" y="{top + r * cell:g}" width="{(end - block) * cell - 1:g}" '
+                   f'height="{cell - 1:g}" fill="{colour(block)}"/>')
+        block = end
     for block in range(n):
         r, c = divmod(block, cols)
         x, y = PAD + c * cell, top + r * cell
-        refs, who = frame.ref_counts[block], owners.get(block, [])
-        cached = block in frame.cached
-        colour = request_colour(who[0]) if who else ("#FFFFFF" if cached else FREE_COLOUR)
-        stroke, sw = ("#000000", 2) if refs > 1 else ("#FFFFFF", 0.5)
-        out.append(f'<rect class="block" x="{x:g}" y="{y:g}" width="{cell - 1:g}" height="{cell - 1:g}" '
-                   f'fill="{colour}" stroke="{stroke}" stroke-width="{sw}" data-block="{block}" data-refs="{refs}" '
-                   f'data-owner="{escape(" ".join(request_label(o) for o in who))}" '
-                   f'data-cached="{int(cached)}"/>')
-        if cached:
+        if frame.ref_counts[block] > 1:
+            out.append(f'<rect x="{x:g}" y="{y:g}" width="{cell - 1:g}" height="{cell - 1:g}" fill="none" '
+                       f'stroke="#000000" stroke-width="2"/>')
+        if block in frame.cached:
             out.append(f'<circle cx="{x + cell / 2 - 0.5:g}" cy="{y + cell / 2 - 0.5:g}" r="{cell / 6:g}" '
                        f'fill="#000000"/>')
     out.append("</g>")
