@@ -162,7 +162,7 @@ def _listing(rng: np.random.Generator, number: int) -> str:
 
 def _question(rng: np.random.Generator) -> str:
     template = _QUESTIONS[int(rng.integers(len(_QUESTIONS)))]
-    return "Question: " + template.format(city=list(_CITIES)[int(rng.integers(len(_CITIES)))],
+    return "\nQuestion: " + template.format(city=list(_CITIES)[int(rng.integers(len(_CITIES)))],
                                             date=_DATES[int(rng.integers(len(_DATES)))],
                                             rooms=int(rng.integers(2, 5)), price=int(rng.integers(25, 60)) * 100)
 
@@ -210,7 +210,7 @@ def consultant_prompts(requests: Sequence[Request], tokenizer: object, seed: int
         own = r.prompt_len - r.shared_prefix_len
         rng = np.random.default_rng([seed, 3, r.request_id])
         question = _exactly(encode, lambda i: _question(rng), min(query_len, own))
-        context = _exactly(encode, lambda i: ("Hotel listings:\n" if i == 0 else "") + _listing(rng, i),
+        context = _exactly(encode, lambda i: ("\nHotel listings:\n" if i == 0 else "") + _listing(rng, i),
                            own - len(question))
         prompts.append(shared[: r.shared_prefix_len] + context + question)
     return prompts

@@ -138,8 +138,8 @@ def test_consultant_prompts_read_as_the_seeds_request(llama_tokenizer) -> None:
     shared = llama_tokenizer.decode(prompt[:SYSTEM_PROMPT_TOKENS])
     assert shared.startswith("You are OptiVerse Copilot") and SYSTEM_PROMPT.startswith(shared)
     own = llama_tokenizer.decode(prompt[SYSTEM_PROMPT_TOKENS:-QUERY_TOKENS])
-    assert own.startswith("Hotel listings:\n[0] ") and own.count("dollars a night") >= 5
-    assert llama_tokenizer.decode(prompt[-QUERY_TOKENS:]).startswith("Question: ")
+    assert own.startswith("\nHotel listings:\n[0] ") and own.count("dollars a night") >= 5
+    assert llama_tokenizer.decode(prompt[-QUERY_TOKENS:]).startswith("\nQuestion: ")
 
 
 def test_consultant_prompts_extend_the_shared_part_for_few_shot() -> None:
