@@ -18,9 +18,13 @@ from typing import Any
 
 import torch
 
+from .block_manager import BlockManager
 from .block_table import BlockTable, blocks_needed
+from .contiguous import ContiguousArena
+from .engine.model_runner import ModelRunner
 from .model.kv_store import BACKENDS, ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
+from .scheduler import ContiguousMemory, PagedMemory, Scheduler
 
 CACHES = ("paged", "contiguous")
 
@@ -38,6 +42,8 @@ class GenerationResult:
     decode_steps: int
     step_logits: list[torch.Tensor] | None = field(default=None, repr=False)
     """Per prompt, ``[num_new_tokens, vocab]`` float32 logits (with ``record_logits=True``)."""
+    manager: BlockManager | None = field(default=None, repr=False)
+    """The block manager that held the batch's blocks (paged cache), tables left in place."""
 
     @property
     def num_new_tokens(self) -> int:
@@ -98,7 +104,7 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
         raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(CACHES)}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if not isinstance(block_size, int) or block_size <= 0:
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
@@ -114,8 +120,23 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
         raise ValueError(f"the batch needs {sum(need)} blocks by its end but the pool has {num_blocks}; this "
                          f"static batch cannot wait or preempt (chapter 6's scheduler can): give more blocks "
                          f"or fewer prompts")
-    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
-                        backend=backend, max_seq_len=model.config.max_position_embeddings)
+    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
+
+
+@dataclass
+class _Sequence:
+    """One prompt of the batch, as the scheduler sees it."""
+
+    seq_id: int
+    prompt: list[int]
+    output: list[int] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt) + len(self.output)
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        return (self.prompt + self.output)[start:end]
 
 
 def generate(
@@ -132,16 +153,19 @@ def generate(
     seed: int = 0,
     stop_token_ids: Iterable[int] = (),
     on_token: Callable[[int, int], None] | None = None,
-    on_step: Callable[[int, KVStore], None] | None = None,
+    on_step: Callable[[int, Any], None] | None = None,
     record_logits: bool = False,
 ) -> GenerationResult:
     """Generate up to ``max_new_tokens`` for every prompt, all of them batched together.
 
-    ``cache`` picks the paged store (the default) or the contiguous oracle; pass ``store`` to
-    run on one you built (it must hold no sequences yet). A sequence stops at a token in
-    ``stop_token_ids`` (kept in its output) or after ``max_new_tokens``. ``on_token(i, token)``
-    streams prompt ``i``'s tokens as they come; ``on_step(step, store)`` runs after every
-    forward step (step 0 is the prefill). The store keeps its blocks when this returns.
+    The loop is the engine's (scheduler, then model runner, then sampling), with every prompt
+    admitted at step 0 and prefilled whole. ``cache`` picks the paged store (the default) or
+    the contiguous oracle; pass ``store`` to run on one you built (its blocks are handed out
+    afresh). A sequence stops at a token in ``stop_token_ids`` (kept in its output) or after
+    ``max_new_tokens``. ``on_token(i, token)`` streams prompt ``i``'s tokens as they come;
+    ``on_step(step, manager)`` runs after every forward step (step 0 is the prefill) with the
+    :class:`~pagedkv_edu.block_manager.BlockManager` that holds the tables (paged; the
+    contiguous memory otherwise). The blocks stay allocated in ``result.manager``.
     """
     prompts = check_request(model, prompts, max_new_tokens)
     if temperature < 0:
@@ -149,45 +173,58 @@ def generate(
     if store is None:
         store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
                            block_size=block_size, num_blocks=num_blocks)
-    elif store.num_sequences:
-        raise ValueError(f"the store already holds {store.num_sequences} sequences; generate needs an empty one")
+    context = max(len(p) for p in prompts) + max_new_tokens
+    memory: PagedMemory | ContiguousMemory
+    if isinstance(store, PagedKVStore):
+        manager: BlockManager | None = BlockManager(store.num_blocks, store.block_size)
+        memory = PagedMemory(manager)
+    else:
+        manager = None
+        memory = ContiguousMemory(ContiguousArena(store.capacity), lambda _id, _n: store.max_seq_len)
+    scheduler = Scheduler(memory)
+    runner = ModelRunner(model, store, context)
+    sequences = [_Sequence(i, p) for i, p in enumerate(prompts)]
+    if max_new_tokens > 0:
+        for seq in sequences:
+            scheduler.add(seq)
     stops = set(int(t) for t in stop_token_ids)
     generator = torch.Generator().manual_seed(seed)
-    tokens: list[list[int]] = [[] for _ in prompts]
     logits_log: list[list[torch.Tensor]] = [[] for _ in prompts]
-    running = list(range(len(prompts))) if max_new_tokens > 0 else []
     timings = [0.0, 0.0]
     step = 0
-    while running:
+    while scheduler.has_unfinished:
         start = time.perf_counter()
-        if step == 0:   # prefill: every prompt whole, end to end
-            meta = store.plan(running, [len(prompts[i]) for i in running])
-            inputs = [t for i in running for t in prompts[i]]
-        else:           # decode: each running sequence brings its last token
-            meta = store.plan(running, [1] * len(running))
-            inputs = [tokens[i][-1] for i in running]
-        logits = model(torch.tensor(inputs, device=model.device), meta, store)
+        decided = scheduler.schedule()
+        if decided.failed or decided.preempted:   # make_store sized the pool; a store passed in may be short
+            raise ValueError(f"the store's {store.num_blocks if manager else store.capacity} blocks or slots cannot "
+                             f"hold this batch; a static batch cannot wait or preempt (chapter 6's engine can)")
+        inputs = [t for s in decided.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
+        logits = runner.execute(decided, inputs)
         chosen = sample(logits, temperature, generator).tolist()
         timings[min(step, 1)] += time.perf_counter() - start
-        for row, (i, token) in enumerate(zip(running, chosen)):
-            tokens[i].append(token)
+        for row, (s, token) in enumerate(zip(decided.scheduled, chosen)):
+            seq = s.seq
+            seq.output.append(token)
             if record_logits:
-                logits_log[i].append(logits[row].float().cpu())
+                logits_log[seq.seq_id].append(logits[row].float().cpu())
             if on_token is not None:
-                on_token(i, token)
+                on_token(seq.seq_id, token)
         if on_step is not None:
-            on_step(step, store)
-        running = [i for i in running if tokens[i][-1] not in stops and len(tokens[i]) < max_new_tokens]
+            on_step(step, manager if manager is not None else memory)
+        for s in decided.scheduled:
+            if s.seq.output[-1] in stops or len(s.seq.output) >= max_new_tokens:
+                scheduler.finish(s.seq, release=False)   # done; its blocks stay, for the result's tables
         step += 1
 
     tables = None
-    if isinstance(store, PagedKVStore):
-        tables = [BlockTable(store.block_size, list(store.table(i).block_ids), store.table(i).num_tokens)
-                  if i in store.manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
+    if manager is not None:
+        tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
+                  if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
     return GenerationResult(
-        prompts=prompts, tokens=tokens, block_tables=tables, kv_bytes=store.bytes,
+        prompts=prompts, tokens=[s.output for s in sequences], block_tables=tables, kv_bytes=store.bytes,
         prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
         step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,
+        manager=manager,
     )
 
 

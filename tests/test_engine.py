@@ -51,8 +51,8 @@ def test_matches_static_generation_and_loses_nothing_under_pressure(tiny) -> Non
     by_id = {o.request_id: o for o in outputs}
     for i, rid in enumerate(ids):                                       # recompute gives the same tokens
         assert by_id[rid].token_ids == reference[i], f"request {rid} (preempted {by_id[rid].num_preemptions}x)"
-    pool = engine.store.manager.pool
-    assert pool.num_free == pool.num_blocks and not engine.store.manager.tables   # all blocks back
+    pool = engine.block_manager.pool
+    assert pool.num_free == pool.num_blocks and not engine.block_manager.tables   # all blocks back
 
 
 def test_contiguous_baseline_gives_the_same_tokens_with_less_concurrency(tiny) -> None:
@@ -65,7 +65,7 @@ def test_contiguous_baseline_gives_the_same_tokens_with_less_concurrency(tiny) -
     assert [o.token_ids for o in out_p] == [o.token_ids for o in out_c]
     assert max(s.num_running for s in contiguous.history) == 256 // 64
     assert max(s.num_running for s in paged.history) > 256 // 64
-    assert contiguous.memory.arena.reserved == 0 and not contiguous.store.rows
+    assert contiguous.memory.arena.reserved == 0 and not contiguous.memory.lengths
 
 
 def test_seeded_sampling_is_reproducible_alone_or_in_a_crowd(tiny) -> None:
@@ -98,7 +98,7 @@ def test_every_request_too_large_is_refused_and_the_engine_stays_usable(tiny) ->
     for n in (40, 60, 100):
         with pytest.raises(ValueError, match=f"{n} tokens can never fit"):
             engine.add_request(list(range(100, 100 + n)), SamplingParams(max_tokens=1))
-    assert not engine.has_unfinished and engine.store.manager.pool.num_free == 8
+    assert not engine.has_unfinished and engine.block_manager.pool.num_free == 8
 
 
 def test_a_request_that_outgrows_the_whole_pool_fails_with_a_reason(tiny) -> None:
@@ -106,7 +106,7 @@ def test_a_request_that_outgrows_the_whole_pool_fails_with_a_reason(tiny) -> Non
     rid = engine.add_request(list(range(100, 120)), SamplingParams(max_tokens=40, ignore_eos=True))
     (out,) = _run_all(engine)
     assert out.request_id == rid and out.finish_reason.startswith("error")
-    assert engine.store.manager.pool.num_free == 8
+    assert engine.block_manager.pool.num_free == 8
 
 
 def test_bad_input_is_refused_before_anything_changes(tiny) -> None:
@@ -133,7 +133,7 @@ def test_max_tokens_zero_finishes_without_memory(tiny) -> None:
     rid = engine.add_request([101, 102, 103], SamplingParams(max_tokens=0))
     (out,) = engine.step()
     assert out.request_id == rid and out.token_ids == [] and out.finish_reason == "length"
-    assert not engine.has_unfinished and engine.store.manager.pool.num_used == 0
+    assert not engine.has_unfinished and engine.block_manager.pool.num_used == 0
 
 
 def test_a_stop_string_hit_on_the_first_token(tiny) -> None:

@@ -11,6 +11,7 @@ those of a lone request seeded ``s + i``. Forking changes the memory, never the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -66,3 +67,20 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
         keep = sorted_probs.cumsum(0) - sorted_probs < params.top_p
         probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def sample_rows(logits: torch.Tensor, rows: Sequence[tuple[int, SamplingParams, torch.Generator]]) -> list[int]:
+    """One token per ``(row of logits, params, generator)``: every greedy row in one argmax, one copy to the host.
+
+    Several samples may read the same row (the ``n`` samples of a request right after its prefill).
+    """
+    tokens: list[int] = [0] * len(rows)
+    greedy = [i for i, (_, params, _) in enumerate(rows) if params.temperature == 0]
+    if greedy:
+        best = logits[[rows[i][0] for i in greedy]].argmax(dim=-1).tolist()
+        for i, token in zip(greedy, best):
+            tokens[i] = token
+    for i, (row, params, generator) in enumerate(rows):
+        if params.temperature != 0:
+            tokens[i] = sample_token(logits[row], params, generator)
+    return tokens
