@@ -20,7 +20,7 @@ from pagedkv_edu.attention import (
     sdpa_decode_attention,
     store_kv,
 )
-from pagedkv_edu.attention.batch import random_paged_batch
+from pagedkv_edu.bench.batch import random_paged_batch
 from pagedkv_edu.attention.triton_decode import MAX_SPLITS, choose_num_splits, launch_config, splits_for
 
 DEVICE = runtime.device()

@@ -125,7 +125,7 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
             baselines: bool = True) -> dict[str, Any]:
     """Time one shape: the Triton kernel, and (with ``baselines``) contiguous SDPA and the gather reference."""
     from ..attention import paged_decode_attention
-    from ..attention.batch import random_paged_batch
+    from .batch import random_paged_batch
     from ..attention.triton_decode import choose_num_splits, default_scale, launch_config
 
     dtype = DTYPES[shape.dtype]
