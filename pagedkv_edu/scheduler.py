@@ -15,7 +15,8 @@ them already have their K/V in memory (``num_computed_tokens``). Each step:
    back at the front of the queue. It keeps its tokens and is recomputed when readmitted.
 2. **Then admit** waiting sequences, first come first served, while the memory says their
    tokens fit (paged: their blocks plus a small watermark of free blocks, kept for the running
-   sequences' growth). The head of the queue blocks the ones behind it, so nobody starves.
+   sequences' growth). The head of the queue blocks the ones behind it, so nobody starves; a
+   step that had to preempt admits nobody (memory is short: the preempted go first next time).
 
 Growing before admitting means a sequence admitted in a step is never preempted in that same
 step (the order vLLM v1 uses). Both phases share one **token budget** per step
@@ -372,7 +373,7 @@ class Scheduler:
             budget -= new
             i += 1
 
-        while self.waiting and budget > 0:
+        while self.waiting and budget > 0 and not step.preempted:   # memory ran short this step: admit nobody
             seq = self.waiting[0]
             if not self.memory.fits_ever(seq.num_tokens):   # grew past the whole memory while it ran
                 step.failed.append(self.waiting.popleft())
@@ -420,6 +421,8 @@ class Scheduler:
         """Run ``child`` beside its running ``parent``, sharing its memory; it is now the newest sequence."""
         if parent not in self.running:
             raise ValueError(f"sequence {parent.seq_id!r} is not running; only a running sequence can be forked")
+        if self.max_num_seqs is not None and sum(map(seats_of, self.running)) + seats_of(child) > self.max_num_seqs:
+            raise ValueError(f"forking {child.seq_id!r} would run more than max_num_seqs={self.max_num_seqs} sequences")
         self.memory.fork(parent.seq_id, child.seq_id)
         self.running.append(child)
         self._computed[child.seq_id] = self._computed[parent.seq_id]

@@ -162,3 +162,77 @@ def test_stats_track_usage_and_throughput(tiny) -> None:
     assert all(0 < s.kv_utilisation <= 1 for s in engine.history)
     torch.testing.assert_close(torch.tensor(engine.history[0].kv_tokens), torch.tensor(
         sum(len(p) for p in _prompts(tiny, 4, seed=7))))
+
+
+# --- issue 13: one loop, chunked prefill, the caps and the defaults -------------------------------
+
+
+def test_chunked_prefill_and_mixed_steps_give_the_same_tokens(tiny) -> None:
+    """A token budget smaller than a prompt chunks it over steps, mixed with others' decodes."""
+    prompts = _prompts(tiny, 6, lo=10, hi=40, seed=4)
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    whole = _engine(tiny, max_num_batched_tokens=None).generate(prompts, params, use_tqdm=False)
+    engine = _engine(tiny, max_num_batched_tokens=16)
+    steps = []
+    while engine.has_unfinished or not steps:
+        if not steps:
+            for p in prompts:
+                engine.add_request(p, params)
+        engine.step()
+        steps.append(engine.last_step)
+    chunked = [engine.requests[i] for i in range(len(prompts))]
+    assert [r.output_token_ids for r in chunked] == [o.token_ids for o in whole]
+    assert all(s.num_tokens <= 16 for s in steps)
+    assert any(s.prefills and s.decodes for s in steps), "no step mixed a prefill chunk with decodes"
+    assert any(not s.samples for st in steps for s in st.scheduled), "no prompt was split into chunks"
+
+
+def test_max_num_seqs_counts_every_sample(tiny) -> None:
+    engine = _engine(tiny, max_num_seqs=2)
+    prompts = _prompts(tiny, 2, seed=5)
+    engine.add_request(prompts[0], SamplingParams(max_tokens=4, n=2, ignore_eos=True))
+    engine.add_request(prompts[1], SamplingParams(max_tokens=4, ignore_eos=True))
+    peak = 0
+    while engine.has_unfinished:
+        engine.step()
+        peak = max(peak, len(engine.scheduler.running))
+    assert peak == 2
+    with pytest.raises(ValueError, match="max_num_seqs=2"):
+        engine.add_request(prompts[0], SamplingParams(n=3))
+
+
+def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tiny) -> None:
+    """Llama-3.2-1B's 131,072-token context must not become the per-sequence reservation."""
+    import dataclasses
+
+    from pagedkv_edu.engine.engine import DEFAULT_MAX_SEQ_LEN
+    from pagedkv_edu.model.llama import Llama
+
+    m = tiny.model
+    long = Llama(dataclasses.replace(m.config, max_position_embeddings=131_072), m.embed, m.layers, m.final_norm,
+                 m.lm_head)
+    engine = LLMEngine(long, policy="contiguous")
+    assert engine.max_seq_len == DEFAULT_MAX_SEQ_LEN == 2048 and engine.memory.arena.capacity == 10 * 2048
+    assert LLMEngine(long).max_seq_len == 131_072          # paged reserves nothing: the whole context
+    out = engine.generate([_prompts(tiny, 1, seed=6)[0]], SamplingParams(max_tokens=3, ignore_eos=True),
+                          use_tqdm=False)
+    assert len(out[0].token_ids) == 3
+
+
+def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, monkeypatch) -> None:
+    """Every layer of a step reuses the step's gather indices: they are built once, at its first layer."""
+    from pagedkv_edu.model.kv_store import PagedKVStore
+
+    built = []
+    original = PagedKVStore._gather_plan
+
+    def counting(self, meta):
+        plan = original(self, meta)
+        if not built or built[-1][0] is not meta:
+            built.append((meta, plan))
+        return plan
+
+    monkeypatch.setattr(PagedKVStore, "_gather_plan", counting)
+    engine = _engine(tiny)
+    engine.generate(_prompts(tiny, 3, seed=7), SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
+    assert len(built) == len(engine.history)   # one plan per step, whatever the number of layers

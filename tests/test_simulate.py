@@ -197,3 +197,20 @@ def test_bad_workloads_are_refused(requests, bad) -> None:
 def test_a_run_that_does_not_finish_in_max_steps_says_so() -> None:
     with pytest.raises(RuntimeError, match="did not finish within 10 steps"):
         simulate([Request(0, 10, 50)], "paged", max_steps=10)
+
+
+def test_prefix_caching_never_reports_more_than_all_of_memory() -> None:
+    """Shared blocks count once: utilisation and arena utilisation stay at or below 1 (issue 13)."""
+    result = simulate(copilot50(0), "paged", BUDGET, enable_prefix_caching=True)
+    summary = result.summary()
+    assert summary["prefix_caching"]["hit_rate"] > 0.2
+    assert summary["utilisation"] <= 1 and summary["saturated_arena_utilisation"] <= 1
+    assert all(s.used <= result.capacity for s in result.steps)
+
+
+def test_chunked_prefill_in_the_simulator_finishes_everyone_under_the_budget() -> None:
+    reqs = copilot50(0, 12, length_scale=1 / 8)
+    whole = simulate(reqs, "paged", 2048)
+    chunked = simulate(reqs, "paged", 2048, max_num_batched_tokens=32)
+    check_run(chunked, reqs)
+    assert chunked.prefill_tokens >= whole.prefill_tokens and chunked.total_steps > whole.total_steps
