@@ -16,6 +16,19 @@ plain paged serving; ``--few-shot 5`` serves the 5-shot variant, whose prompts s
 At full size on a 2-core CPU this takes tens of minutes; ``--length-scale 0.0625`` runs the
 same draw of requests at 1/16 of every length (pair it with ``--block-size 1``), which is
 what chapter 6's notebook does.
+
+With ``--peers`` and a paged run, the record's ``vs_transformers_static`` holds the engine's
+throughput over transformers' static batching and whether both produced the same greedy
+tokens. Issue 13's comparison is 16 full-length requests with outputs divided by 5::
+
+    python -m pagedkv_edu serve-bench --policy paged --peers --num-requests 16 --output-scale 0.2 \
+        --out results/serve-$(date -u +%F)-peers.json
+
+**How to benchmark.** Timings are only worth recording on an idle machine: on a 2-core CPU a
+second busy process made the engine ten times slower in one run. Close everything else, let
+torch use every core (the default; ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` if you must
+pin it, the record says how many threads ran), and compare engines in one process, one after
+the other, as this command does.
 """
 
 from __future__ import annotations
@@ -121,10 +134,15 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def run_hf_static(model: LoadedModel, setup: ServeSetup, batch_size: int = 8) -> dict[str, Any]:
-    """transformers ``generate`` in static, left-padded batches: everyone waits for the batch's longest."""
+    """transformers ``generate`` in static, left-padded batches: everyone waits for the batch's longest.
+
+    Returns the useful tokens of each request too (its own ``output_len``, the padding's tail
+    dropped), in request order, so the caller can check they are the engine's.
+    """
     hf, pad = model.hf_model, model.tokenizer.pad_token_id
     pad = pad if pad is not None else 0
     start, generated = time.perf_counter(), 0
+    tokens: list[list[int]] = []
     order = list(range(len(setup.prompts)))
     for b in range(0, len(order), batch_size):
         batch = order[b:b + batch_size]
@@ -137,12 +155,14 @@ def run_hf_static(model: LoadedModel, setup: ServeSetup, batch_size: int = 8) ->
             mask[row, width - len(p):] = 1
         longest = max(setup.requests[i].output_len for i in batch)
         with torch.inference_mode():
-            hf.generate(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device), max_new_tokens=longest,
-                        min_new_tokens=longest, do_sample=False, pad_token_id=pad)
+            out = hf.generate(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device), max_new_tokens=longest,
+                              min_new_tokens=longest, do_sample=False, pad_token_id=pad)
+        tokens += [out[row, width:width + setup.requests[i].output_len].tolist() for row, i in enumerate(batch)]
         generated += sum(setup.requests[i].output_len for i in batch)  # useful tokens only
     wall = time.perf_counter() - start
     return {"policy": f"transformers generate (static batches of {batch_size})", "generated_tokens": generated,
-            "wall_seconds": round(wall, 2), "throughput_tokens_per_s": round(generated / wall, 2)}
+            "wall_seconds": round(wall, 2), "throughput_tokens_per_s": round(generated / wall, 2),
+            "token_ids": tokens}
 
 
 def run_hf_generate_batch(model: LoadedModel, setup: ServeSetup) -> dict[str, Any] | None:
@@ -169,7 +189,7 @@ def run_hf_generate_batch(model: LoadedModel, setup: ServeSetup) -> dict[str, An
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from ..cli_args import add_json_flag
 
     p = subparsers.add_parser("serve-bench", help="the 50-consultant experiment: paged vs contiguous engine (ch. 6)")
     p.add_argument("--workload", choices=["copilot50"], default="copilot50")
@@ -224,11 +244,19 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         }
         record["same_tokens"] = paged["token_ids"] == contiguous["token_ids"]
     if args.peers:
-        peers = [run_hf_static(model, setup)]
+        static = run_hf_static(model, setup)
+        peers = [static]
         batch = run_hf_generate_batch(model, setup)
         if batch is not None:
             peers.append(batch)
         record["peers"] = peers
+        if "paged" in runs:   # issue 13's target: 2x transformers' static batching, at identical greedy tokens
+            record["vs_transformers_static"] = {
+                "throughput_ratio": round(runs["paged"]["throughput_tokens_per_s"] / static["throughput_tokens_per_s"], 2),
+                "same_tokens": runs["paged"]["token_ids"] == static["token_ids"],
+                "threads": torch.get_num_threads(),
+            }
+        del static["token_ids"]
     for run in runs.values():   # compared above; tens of thousands of ids would be most of the record
         del run["token_ids"]
     return emit(args, record, print_table)
@@ -274,3 +302,7 @@ def print_table(record: dict[str, Any]) -> None:
               f"throughput {gain['throughput_gain']}x, same tokens: {gain['same_tokens']}")
     for peer in record.get("peers", []):
         print(f"{peer['policy']:40s}: " + (peer.get("error") or f"{peer['throughput_tokens_per_s']} tok/s"))
+    if "vs_transformers_static" in record:
+        vs = record["vs_transformers_static"]
+        print(f"paged engine / transformers static batching: {vs['throughput_ratio']}x throughput "
+              f"({vs['threads']} threads), same greedy tokens: {vs['same_tokens']}")
