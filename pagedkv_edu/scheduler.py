@@ -101,8 +101,8 @@ class KVMemory(Protocol):
 
     def grow(self, seq_id: Hashable, n: int = 1) -> None: ...
 
-    def scheduled(self, seq_id: Hashable, token_ids: Sequence[int] | None) -> None:
-        """The sequence's tokens so far will be computed in this step (the prefix cache may register them)."""
+    def scheduled(self, seq: "Schedulable") -> None:
+        """The sequence's tokens in memory will be computed by this step (the prefix cache may register them)."""
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None: ...
 
@@ -125,6 +125,7 @@ class PagedMemory:
             raise ValueError(f"watermark_blocks must be a non-negative whole number of blocks, got {watermark_blocks!r}")
         self.manager = manager
         self.watermark_blocks = watermark_blocks
+        self._registered: dict[Hashable, int] = {}   # full blocks of each sequence reported to the prefix cache
 
     def fits_ever(self, num_tokens: int) -> bool:
         return blocks_needed(num_tokens, self.manager.block_size) <= self.manager.pool.num_blocks
@@ -147,15 +148,24 @@ class PagedMemory:
     def grow(self, seq_id: Hashable, n: int = 1) -> None:
         self.manager.append_tokens(seq_id, n)
 
-    def scheduled(self, seq_id: Hashable, token_ids: Sequence[int] | None) -> None:
-        if self.manager.prefix_cache is not None and token_ids is not None:
-            self.manager.mark_computed(seq_id, token_ids)
+    def scheduled(self, seq: "Schedulable") -> None:
+        # Register the blocks that filled (all of them, for a sequence just admitted): findable from now on.
+        m = self.manager
+        if m.prefix_cache is None:
+            return
+        full = m.table(seq.seq_id).num_tokens // m.block_size
+        if self._registered.get(seq.seq_id) != full:
+            tokens = token_ids_of(seq)
+            if tokens is not None:
+                m.mark_computed(seq.seq_id, tokens)
+            self._registered[seq.seq_id] = full
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         self.manager.fork(parent_id, child_id)
 
     def release(self, seq_id: Hashable) -> None:
         self.manager.finish(seq_id)
+        self._registered.pop(seq_id, None)
 
     def take_copies(self) -> list[tuple[int, int]]:
         return self.manager.take_copies()
@@ -208,7 +218,7 @@ class ContiguousMemory:
             raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
         self.lengths[seq_id] += n
 
-    def scheduled(self, seq_id: Hashable, token_ids: Sequence[int] | None) -> None:
+    def scheduled(self, seq: "Schedulable") -> None:
         pass
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
@@ -409,7 +419,7 @@ class Scheduler:
 
     def _schedule(self, step: ScheduledStep, seq: Schedulable, computed: int, new: int) -> None:
         self._computed[seq.seq_id] = computed + new
-        self.memory.scheduled(seq.seq_id, token_ids_of(seq))
+        self.memory.scheduled(seq)
         is_prefill = computed < self._prompt_end[seq.seq_id]
         self.counts.prefill_tokens += new if is_prefill else 0
         step.scheduled.append(ScheduledSeq(
