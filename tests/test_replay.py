@@ -128,7 +128,14 @@ def test_filmstrip_draws_each_key_frame(run) -> None:
     strip = Filmstrip(trace)
     svg = ET.fromstring(strip._repr_mimebundle_()["image/svg+xml"])
     tiles = [(g.get("data-name"), int(g.get("data-step"))) for g in svg.iter(f"{SVG}g") if g.get("class") == "key-frame"]
-    assert tiles == list(key_frames(trace).items())
+    merged: dict[int, list[str]] = {}
+    for name, index in key_frames(trace).items():
+        merged.setdefault(index, []).append(name)
+    assert tiles == [(" + ".join(names), index) for index, names in merged.items()]
+    same = Filmstrip(trace, {"admission burst": 0, "shared prefix": 0, "drain": len(trace) - 1})
+    svg = ET.fromstring(same.svg)
+    tiles = [(g.get("data-name"), int(g.get("data-step"))) for g in svg.iter(f"{SVG}g") if g.get("class") == "key-frame"]
+    assert tiles == [("admission burst + shared prefix", 0), ("drain", len(trace) - 1)]   # one tile per step
     assert "admission burst" in repr(strip)
     with pytest.raises(ValueError, match="columns"):
         filmstrip_svg(trace, columns=0)

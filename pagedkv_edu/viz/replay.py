@@ -211,10 +211,13 @@ def filmstrip_svg(trace: EngineTrace, frames: Mapping[str, int] | None = None, *
         raise ValueError("no frame to show: the trace is empty")
     if columns < 1:
         raise ValueError(f"columns must be >= 1, got {columns}")
-    scale, tiles = 0.5, []
+    merged: dict[int, list[str]] = {}   # two rules may pick the same step: one tile, both names
     for name, index in chosen.items():
+        merged.setdefault(index, []).append(name)
+    scale, tiles = 0.5, []
+    for index, names in merged.items():
         body, height = frame_elements(trace, index)
-        tiles.append((name, index, body, height))
+        tiles.append((" + ".join(names), index, body, height))
     tile_w = WIDTH * scale
     row_h: list[float] = []
     for start in range(0, len(tiles), columns):
