@@ -234,7 +234,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from .cli import add_json_flag
+    from .cli_args import add_json_flag
     from .model.loading import DEFAULT_MODEL, MODEL_NAMES
 
     p = subparsers.add_parser(

@@ -259,7 +259,7 @@ def plot_record(record: dict[str, Any]) -> Any:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from ..cli_args import add_json_flag
 
     p = subparsers.add_parser("attention", help="paged decode attention: time, GB/s, against SDPA (chapter 4)",
                               description=__doc__.split("\n\n")[0].replace("``", ""))

@@ -186,7 +186,7 @@ def _print(record: dict[str, Any]) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from ..cli_args import add_json_flag
     from ..model.loading import DEFAULT_MODEL
 
     p = subparsers.add_parser("decode", help="our paged decoder against transformers generate (chapter 5)",
