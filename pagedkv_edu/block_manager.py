@@ -37,7 +37,7 @@ from collections.abc import Hashable, Sequence
 
 from .block_pool import BlockPool, OutOfBlocksError
 from .block_table import BlockTable, blocks_needed
-from .checks import check_token_ids, check_whole
+from .checks import check_token_ids, check_whole, is_whole
 from .prefix_cache import BlockHash, HashFn, PrefixCache, PrefixHit, hash_block
 
 
@@ -339,7 +339,7 @@ class BlockManager:
             raise KeyError(f"unknown sequence {seq_id!r} (never added, or already finished)") from None
 
     def _check_length(self, seq_id: Hashable, num_tokens: int) -> None:
-        if not isinstance(num_tokens, int) or num_tokens < 0:
+        if not is_whole(num_tokens) or num_tokens < 0:
             raise ValueError(f"sequence {seq_id!r}: token count must be a non-negative integer, got {num_tokens!r}")
         if self.max_seq_len is not None and num_tokens > self.max_seq_len:
             raise ValueError(f"sequence {seq_id!r}: {num_tokens} tokens exceed max_seq_len={self.max_seq_len}")

@@ -62,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # a bug, not bad input: still one line, unless asked for the traceback
         if os.environ.get("PAGEDKV_TRACEBACK"):
             raise

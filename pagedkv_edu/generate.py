@@ -20,13 +20,15 @@ import torch
 
 from .block_manager import BlockManager
 from .block_table import BlockTable, blocks_needed
+from .checks import check_whole
 from .contiguous import ContiguousArena
 from .engine.model_runner import ModelRunner
-from .model.kv_store import BACKENDS, ContiguousKVStore, KVStore, PagedKVStore
+from .attention import BACKENDS, check_backend
+from .model.kv_store import ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
-from .scheduler import ContiguousMemory, PagedMemory, Scheduler
+from .scheduler import POLICIES, ContiguousMemory, PagedMemory, Scheduler
+from .specs import TORCH_DTYPES, torch_dtype
 
-CACHES = ("paged", "contiguous")
 
 
 @dataclass
@@ -69,8 +71,7 @@ def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator 
 
 def check_request(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[list[int]]:
     """Refuse what cannot be generated, naming the bad value, before anything is allocated."""
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    check_whole("max_new_tokens", max_new_tokens)
     if isinstance(prompts, (str, bytes)) or not len(prompts):
         raise ValueError("prompts must be a non-empty list of token-id lists")
     if isinstance(prompts[0], int):
@@ -100,12 +101,10 @@ def blocks_for(prompts: Sequence[Sequence[int]], max_new_tokens: int, block_size
 def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, cache: str = "paged",
                backend: str = "torch", block_size: int = 16, num_blocks: int | None = None) -> KVStore:
     """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked)."""
-    if cache not in CACHES:
-        raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(CACHES)}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    if cache not in POLICIES:
+        raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(POLICIES)}")
+    check_backend(backend)
+    check_whole("block_size", block_size, 1)
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
         return ContiguousKVStore(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
@@ -230,11 +229,10 @@ def generate(
 
 # --- the command line ---------------------------------------------------------------------------
 DEFAULT_PROMPT = "What is a KV cache in a language model? Answer in two sentences."
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from .cli_args import add_json_flag
+    from .cli_args import add_json_flag, whole_number
     from .model.loading import DEFAULT_MODEL, MODEL_NAMES
 
     p = subparsers.add_parser(
@@ -244,14 +242,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"one of {', '.join(MODEL_NAMES)} (default {DEFAULT_MODEL})")
     p.add_argument("--prompt", action="append",
                    help="a prompt; repeat for a batch (default: a question about KV caches)")
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=whole_number(0, 2**20), default=64)
     p.add_argument("--backend", choices=BACKENDS, default="torch",
                    help="decode attention: torch (ch. 3) or triton (ch. 4)")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-blocks", type=int, default=None, help="pool size (default: just enough for the batch)")
+    p.add_argument("--block-size", type=whole_number(1, 4096), default=16)
+    p.add_argument("--num-blocks", type=whole_number(1, 2**21), default=None, help="pool size (default: just enough for the batch)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
+    p.add_argument("--dtype", choices=TORCH_DTYPES, default="fp32")
     p.add_argument("--no-chat", action="store_true", help="do not wrap prompts in the chat template")
     p.add_argument("--llama-path", default=None, help="weights for --model llama-3.2-1b (or set PAGEDKV_LLAMA_PATH)")
     p.add_argument("--show-blocks", action="store_true", help="print every sequence's full block table")
@@ -264,7 +262,7 @@ def run_generate(args: argparse.Namespace) -> dict[str, Any]:
     from .model.loading import load_model
 
     texts = args.prompt or [DEFAULT_PROMPT]
-    loaded = load_model(args.model, dtype=DTYPES[args.dtype], seed=args.seed, llama_path=args.llama_path)
+    loaded = load_model(args.model, dtype=torch_dtype(args.dtype), seed=args.seed, llama_path=args.llama_path)
     if args.no_chat:
         loaded.chat = False
     prompts = [loaded.encode(t) for t in texts]

@@ -48,6 +48,9 @@ from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .contiguous import ContiguousArena
 
+POLICIES: tuple[str, ...] = ("paged", "contiguous")
+"""The two ways the scheduler can hold KV memory: blocks from a pool, or one reserved range per request."""
+
 
 @dataclass(frozen=True)
 class MemoryUsage:

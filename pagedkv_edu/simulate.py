@@ -33,11 +33,11 @@ from typing import Iterable
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
+from .checks import check_whole
 from .contiguous import ContiguousArena, reservation_size
-from .scheduler import ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from .scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
-POLICIES = ("contiguous", "paged")
 WASTE_KINDS = ("over_reserved", "internal", "external")
 
 
@@ -233,15 +233,12 @@ def simulate(
         raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
     if enable_prefix_caching and policy != "paged":
         raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {policy!r}")
-    if not isinstance(kv_budget_tokens, int) or kv_budget_tokens <= 0:
-        raise ValueError(f"kv_budget_tokens must be a positive integer, got {kv_budget_tokens!r}")
+    check_whole("kv_budget_tokens", kv_budget_tokens, 1)
     if policy == "paged":
-        if not isinstance(block_size, int) or block_size <= 0:
-            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        check_whole("block_size", block_size, 1)
         if kv_budget_tokens < block_size:
             raise ValueError(f"kv_budget_tokens={kv_budget_tokens} is smaller than one block of {block_size} slots")
-        if not isinstance(watermark_blocks, int) or watermark_blocks < 0:
-            raise ValueError(f"watermark_blocks must be a non-negative integer, got {watermark_blocks!r}")
+        check_whole("watermark_blocks", watermark_blocks)
     if not reqs:
         raise ValueError("no requests to simulate")
     if len({r.request_id for r in reqs}) != len(reqs):

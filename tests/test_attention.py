@@ -244,7 +244,7 @@ def test_decode_rejects_device_mismatch() -> None:
 
 def test_decode_rejects_bad_options() -> None:
     args = _decode_args()
-    with pytest.raises(ValueError, match=r"unknown backend 'cuda'"):
+    with pytest.raises(ValueError, match=r"unknown attention backend 'cuda'"):
         paged_decode_attention(**args, backend="cuda")
     with pytest.raises(ValueError, match=rf"num_splits must be None or an integer in 1..{MAX_SPLITS}, got 0"):
         paged_decode_attention(**args, num_splits=0)

@@ -99,7 +99,7 @@ def test_edge_cases_and_bad_input(tiny) -> None:
     rid = engine.add_request([101, 102, 103], SamplingParams(max_tokens=0, n=3))
     (out,) = engine.step()
     assert out.request_id == rid and [c.token_ids for c in out.completions] == [[], [], []]
-    with pytest.raises(ValueError, match="n must be a positive integer"):
+    with pytest.raises(ValueError, match=r"n \(the number of completions\) must be a whole number >= 1"):
         SamplingParams(n=0)
     with pytest.raises(ValueError, match="needs policy='paged'"):
         _engine(tiny, policy="contiguous", enable_prefix_caching=True)

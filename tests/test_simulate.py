@@ -166,13 +166,13 @@ REQS = [Request(0, 10, 5), Request(1, 20, 5)]
 
 @pytest.mark.parametrize("kwargs, bad", [
     (dict(policy="lru"), "unknown policy 'lru'"),
-    (dict(kv_budget_tokens=0), "kv_budget_tokens must be a positive integer, got 0"),
+    (dict(kv_budget_tokens=0), "kv_budget_tokens must be a whole number >= 1, got 0"),
     (dict(kv_budget_tokens=-64), "got -64"),
     (dict(kv_budget_tokens=100.0), "got 100.0"),
-    (dict(policy="paged", block_size=0), "block_size must be a positive integer, got 0"),
-    (dict(policy="paged", block_size=-16), "block_size must be a positive integer, got -16"),
+    (dict(policy="paged", block_size=0), "block_size must be a whole number >= 1, got 0"),
+    (dict(policy="paged", block_size=-16), "block_size must be a whole number >= 1, got -16"),
     (dict(policy="paged", kv_budget_tokens=8, block_size=16), "kv_budget_tokens=8 is smaller than one block of 16"),
-    (dict(policy="paged", watermark_blocks=-1), "watermark_blocks must be a non-negative integer, got -1"),
+    (dict(policy="paged", watermark_blocks=-1), "watermark_blocks must be a whole number >= 0, got -1"),
     (dict(policy="contiguous", reserve="half"), "unknown reservation policy 'half'"),
     (dict(max_seq_len=24), "request 1: 25 tokens exceed max_seq_len=24"),
     (dict(policy="contiguous", kv_budget_tokens=2047), r"requests \[0, 1\] can never fit in a budget of 2047"),

@@ -25,9 +25,11 @@ from .reference import (
 )
 from .triton_decode import MAX_SPLITS, DecodeConfig, choose_num_splits, default_scale, paged_decode_attention_triton
 from .triton_store import store_kv_triton
-from .validate import check_decode_inputs, check_store_inputs
+from .validate import BACKENDS, check_backend, check_decode_inputs, check_store_inputs
 
 __all__ = [
+    "BACKENDS",
+    "check_backend",
     "store_kv",
     "paged_decode_attention",
     "gather_kv",
@@ -35,14 +37,6 @@ __all__ = [
     "paged_decode_attention_float64",
     "sdpa_decode_attention",
 ]
-
-_BACKENDS = ("torch", "triton")
-
-
-def _check_backend(backend: str) -> None:
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(_BACKENDS)}")
-
 
 def store_kv(
     k: torch.Tensor,
@@ -59,7 +53,7 @@ def store_kv(
     ``slot = block * block_size + offset``; -1 skips a padding token. ``check=False`` skips
     the host-side validation (for hot loops whose inputs were validated before).
     """
-    _check_backend(backend)
+    check_backend(backend)
     if check:
         check_store_inputs(k, v, k_cache, v_cache, slot_mapping)
     if backend == "torch":
@@ -93,7 +87,7 @@ def paged_decode_attention(
     fill the GPU), an int forces it (1 = no split). ``backend="torch"`` is the gather
     reference and ignores it. ``config`` overrides the Triton tile sizes (benchmarks only).
     """
-    _check_backend(backend)
+    check_backend(backend)
     if num_splits is not None and (not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS):
         raise ValueError(f"num_splits must be None or an integer in 1..{MAX_SPLITS}, got {num_splits!r}")
     if check:

@@ -18,6 +18,16 @@ SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
+BACKENDS: tuple[str, ...] = ("torch", "triton")
+"""The two implementations of every kernel: PyTorch operations, or the book's Triton kernels."""
+
+
+def check_backend(backend: str) -> None:
+    """Refuse a backend that is not one of :data:`BACKENDS`, naming it."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
 def check_cache_pair(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int, int, int]:
     """K and V caches in NHD layout: return (num_blocks, block_size, num_kv_heads, head_dim)."""
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):

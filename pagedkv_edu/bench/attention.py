@@ -28,9 +28,9 @@ from typing import Any
 import torch
 
 from .. import runtime
+from ..specs import DTYPE_BYTES, kv_bytes_per_token, torch_dtype
 from . import add_out_flag, emit, metadata
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,7 @@ class Shape:
     @property
     def kv_bytes(self) -> int:
         """K and V bytes one decode step reads."""
-        element = torch.empty((), dtype=DTYPES[self.dtype]).element_size()
-        return 2 * self.batch * self.context * self.num_kv_heads * self.head_dim * element
+        return self.batch * self.context * kv_bytes_per_token(1, self.num_kv_heads, self.head_dim, DTYPE_BYTES[self.dtype])
 
 
 MAIN = Shape("target: b64 x 4096", 64, 4096)
@@ -128,7 +127,7 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
     from .batch import random_paged_batch
     from ..attention.triton_decode import choose_num_splits, default_scale, launch_config
 
-    dtype = DTYPES[shape.dtype]
+    dtype = torch_dtype(shape.dtype)
     batch = random_paged_batch([shape.context] * shape.batch, shape.block_size, shape.num_heads,
                                shape.num_kv_heads, shape.head_dim, dtype, runtime.device(), seed=0, poison=False)
     args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens)

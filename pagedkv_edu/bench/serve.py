@@ -41,7 +41,8 @@ from typing import Any
 
 import torch
 
-from ..engine import LLMEngine, RequestOutput, SamplingParams
+from ..attention import BACKENDS
+from ..engine import POLICIES, LLMEngine, RequestOutput, SamplingParams
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
 from ..sharing import few_shot_max_seq_len, few_shot_variant
 from ..workload import Request, copilot50, prompt_token_ids
@@ -189,24 +190,24 @@ def run_hf_generate_batch(model: LoadedModel, setup: ServeSetup) -> dict[str, An
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli_args import add_json_flag
+    from ..cli_args import add_json_flag, whole_number
 
     p = subparsers.add_parser("serve-bench", help="the 50-consultant experiment: paged vs contiguous engine (ch. 6)")
     p.add_argument("--workload", choices=["copilot50"], default="copilot50")
-    p.add_argument("--policy", choices=["paged", "contiguous", "both"], default="both")
+    p.add_argument("--policy", choices=[*POLICIES, "both"], default="both")
     p.add_argument("--model", choices=MODEL_NAMES, default="smollm2-135m")
-    p.add_argument("--kv-budget-tokens", type=int, default=None, help="default: 10 x max_seq_len")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-requests", type=int, default=50)
+    p.add_argument("--kv-budget-tokens", type=whole_number(1, 2**25), default=None, help="default: 10 x max_seq_len")
+    p.add_argument("--block-size", type=whole_number(1, 4096), default=16)
+    p.add_argument("--num-requests", type=whole_number(1, 100_000), default=50)
     p.add_argument("--length-scale", type=float, default=1.0, help="scale every length (e.g. 0.0625 = 1/16)")
     p.add_argument("--output-scale", type=float, default=1.0, help="scale outputs only (e.g. 0.2 = outputs / 5)")
-    p.add_argument("--backend", choices=["torch", "triton"], default="torch")
+    p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--peers", action="store_true", help="also run transformers' static generate and generate_batch")
     p.add_argument("--prefix-caching", action="store_true",
                    help="also run paged with automatic prefix caching; report hit rate and TTFT gain (ch. 7)")
-    p.add_argument("--few-shot", type=int, default=0, metavar="SHOTS",
+    p.add_argument("--few-shot", type=whole_number(0, 1000), default=0, metavar="SHOTS",
                    help="add SHOTS worked examples of 160 tokens to the shared system prompt (5 = about 1,000 shared)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
     add_json_flag(p)
     add_out_flag(p)
     p.set_defaults(func=run_serve_bench)
@@ -219,7 +220,7 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     setup = make_setup(model, num_requests=args.num_requests, length_scale=args.length_scale,
                        output_scale=args.output_scale, block_size=args.block_size,
                        kv_budget_tokens=args.kv_budget_tokens, seed=args.seed, shots=args.few_shot)
-    policies = ["paged", "contiguous"] if args.policy == "both" else [args.policy]
+    policies = list(POLICIES) if args.policy == "both" else [args.policy]
     if args.prefix_caching and "paged" not in policies:
         policies.insert(0, "paged")          # the baseline the gain is measured against
     runs = {p: run_engine(model, setup, p, backend=args.backend, use_tqdm=not args.json) for p in policies}

@@ -47,15 +47,15 @@ from dataclasses import dataclass, field
 import torch
 
 from ..block_manager import BlockManager
+from ..checks import check_whole
 from ..contiguous import ContiguousArena
 from ..model.kv_store import ContiguousKVStore, PagedKVStore
 from ..model.llama import Llama
-from ..scheduler import ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from ..scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
 from .model_runner import ModelRunner
 from .sampling import SamplingParams, make_generator, sample_rows
 from .trace import EngineTrace
 
-POLICIES = ("paged", "contiguous")
 
 DEFAULT_MAX_SEQ_LEN = 2048
 """The contiguous engine's default ``max_seq_len`` (capped by the model's context).
@@ -221,8 +221,8 @@ class LLMEngine:
             raise ValueError("prefix caching shares blocks: it needs policy='paged'")
         for name, value in (("kv_budget_tokens", kv_budget_tokens), ("block_size", block_size),
                             ("max_seq_len", max_seq_len)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if value is not None:
+                check_whole(name, value, 1)
         if isinstance(watermark, bool) or not isinstance(watermark, (int, float)) or not 0 <= watermark < 1:
             raise ValueError(f"watermark must be a fraction in [0, 1), got {watermark!r}")
         context = model.config.max_position_embeddings

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..checks import check_whole
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -31,10 +33,8 @@ class SamplingParams:
     n: int = 1                 # completions of the same prompt (parallel sampling, chapter 7)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
-            raise ValueError(f"n must be a positive integer (the number of completions), got {self.n!r}")
-        if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 0:
-            raise ValueError(f"max_tokens must be a non-negative integer, got {self.max_tokens!r}")
+        check_whole("n (the number of completions)", self.n, 1)
+        check_whole("max_tokens", self.max_tokens)
         if not self.temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:

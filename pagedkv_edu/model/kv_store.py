@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 import torch.nn.functional as F
 
+from ..attention import BACKENDS, check_backend  # noqa: F401  (BACKENDS re-exported: readers import it from here)
+from ..checks import check_whole
 from ..kv_cache import PagedKVCache
 
 if TYPE_CHECKING:
     from .llama import LlamaConfig
 
-BACKENDS = ("torch", "triton")
 
 
 class HasBlocks(Protocol):
@@ -149,8 +150,7 @@ class PagedKVStore:
     def __init__(self, config: "LlamaConfig", num_blocks: int, block_size: int = 16, *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
                  backend: str = "torch") -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        check_backend(backend)
         self.cache = PagedKVCache(config.num_layers, num_blocks, block_size, config.num_kv_heads,
                                   config.head_dim, dtype, device)
         self.backend = backend
@@ -237,8 +237,7 @@ class ContiguousKVStore:
     def __init__(self, config: "LlamaConfig", max_seqs: int, max_seq_len: int, *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
         for name, value in (("max_seqs", max_seqs), ("max_seq_len", max_seq_len)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_whole(name, value, 1)
         shape = (max_seqs * max_seq_len, config.num_kv_heads, config.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_layers)]
