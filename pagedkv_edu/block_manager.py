@@ -217,17 +217,9 @@ class BlockManager:
         if len(token_ids) < table.num_tokens:
             raise ValueError(f"sequence {seq_id!r} holds {table.num_tokens} tokens but {len(token_ids)} token ids "
                              f"were given")
-        chain = self._extend_chain(self._hashes.get(seq_id, []), token_ids[:table.num_tokens])
+        chain = self.prefix_cache.chain(token_ids[:table.num_tokens], self._hashes.get(seq_id, []))
         self._uncomputed.pop(seq_id, None)
         return len(self._register_full_blocks(seq_id, token_ids, chain))
-
-    def _extend_chain(self, chain: list[BlockHash], token_ids: Sequence[int]) -> list[BlockHash]:
-        """``chain`` (the hashes of the first blocks) continued over every full block of ``token_ids``."""
-        assert self.prefix_cache is not None  # callers check
-        chain, size = list(chain), self.block_size
-        for i in range(len(chain), len(token_ids) // size):
-            chain.append(self.prefix_cache.hash_fn(chain[-1] if chain else b"", token_ids[i * size:(i + 1) * size]))
-        return chain
 
     def _register_full_blocks(self, seq_id: Hashable, token_ids: Sequence[int], chain: list[BlockHash]) -> list[int]:
         """Make ``seq_id``'s full blocks not registered yet findable (their hashes are ``chain``).
@@ -320,7 +312,7 @@ class BlockManager:
         if self.prefix_cache is None:
             return PrefixHit((), (), 0), None
         hit = self.prefix_cache.lookup(token_ids)
-        return hit, self._extend_chain(list(hit.hashes), token_ids)
+        return hit, self.prefix_cache.chain(token_ids, hit.hashes)
 
     def _blocks_to_admit(self, num_tokens: int, hit: PrefixHit) -> int:
         """New blocks for the uncached rest, plus the cached blocks that must leave the free queue."""

@@ -106,13 +106,16 @@ class PrefixCache:
         pool.on_reuse = self._evict
 
     # --- hashing -----------------------------------------------------------------------
-    def chain(self, token_ids: Sequence[int]) -> list[BlockHash]:
-        """The hash of every full block of ``token_ids``: each one names the whole prefix up to it."""
+    def chain(self, token_ids: Sequence[int], known: Sequence[BlockHash] = ()) -> list[BlockHash]:
+        """The hash of every full block of ``token_ids``: each one names the whole prefix up to it.
+
+        ``known`` are the hashes of the first blocks, computed before (a lookup's hit): they
+        are kept, and hashing continues after them.
+        """
         token_ids = check_token_ids(token_ids)
-        size, parent, hashes = self.pool.block_size, ROOT_HASH, []
-        for first in range(0, len(token_ids) - size + 1, size):
-            parent = self.hash_fn(parent, token_ids[first:first + size])
-            hashes.append(parent)
+        size, hashes = self.pool.block_size, list(known)
+        for first in range(len(hashes) * size, len(token_ids) - size + 1, size):
+            hashes.append(self.hash_fn(hashes[-1] if hashes else ROOT_HASH, token_ids[first:first + size]))
         return hashes
 
     # --- lookup --------------------------------------------------------------------------
