@@ -166,3 +166,17 @@ def test_recording_is_bounded_and_validated() -> None:
         EngineTrace(max_frames=0)
     with pytest.raises(ValueError, match="no frames"):
         ReplayState(EngineTrace())
+
+
+def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
+    """No blocks to draw under contiguous memory (queues and texts still); a full trace stops, flagged."""
+    tiny = load_model("tiny-random")
+    prompts = [[100 + i + j for j in range(6)] for i in range(3)]
+    trace = EngineTrace(max_frames=2)
+    engine = LLMEngine(tiny.model, tiny.tokenizer, policy="contiguous", kv_budget_tokens=128, max_seq_len=32,
+                       trace=trace)
+    outputs = engine.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
+    assert len(engine.history) > 2 and len(trace) == 2 and trace.truncated
+    assert trace[0].ref_counts == () and trace[0].num_blocks == 0 and set(trace[0].running) == {0, 1, 2}
+    assert "contiguous memory: no blocks to draw" in frame_svg(trace, 1)
+    assert trace.output_ids(0) == outputs[0].token_ids     # the text is read from the live sequence
