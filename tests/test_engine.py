@@ -236,3 +236,13 @@ def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, mon
     engine = _engine(tiny)
     engine.generate(_prompts(tiny, 3, seed=7), SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
     assert len(built) == len(engine.history)   # one plan per step, whatever the number of layers
+
+
+def test_mixed_steps_on_the_triton_decode_kernel_give_the_torch_tokens(tiny) -> None:
+    """Decode rows of a mixed step go through the Triton kernel (interpreted on a CPU), prefill rows beside them."""
+    prompts = _prompts(tiny, 3, lo=6, hi=14, seed=8)
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    torch_out = _engine(tiny, max_num_batched_tokens=8).generate(prompts, params, use_tqdm=False)
+    engine = _engine(tiny, max_num_batched_tokens=8, backend="triton")
+    triton_out = engine.generate(prompts, params, use_tqdm=False)
+    assert [o.token_ids for o in triton_out] == [o.token_ids for o in torch_out]

@@ -193,6 +193,8 @@ class PagedKVStore:
                 rows = F.scaled_dot_product_attention(q[plan.decode_rows][:, :, None, :], k, v,
                                                       attn_mask=plan.decode_valid[:, None, None, :], scale=self.scale,
                                                       enable_gqa=True)[:, :, 0, :]
+            if not plan.prefills:   # a decode step: the rows are the whole output, in order
+                return rows
             out[plan.decode_rows] = rows
         for start, n, slots in plan.prefills:   # prefill rows: each sequence's K/V gathered, then masked SDPA
             out[start:start + n] = prefix_causal_attention(q[start:start + n], k_flat[slots], v_flat[slots], self.scale)
