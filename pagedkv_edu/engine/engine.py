@@ -195,7 +195,18 @@ class EngineStats:
 
 
 class LLMEngine:
-    """Continuous batching with block-aware admission, chunked prefill and preemption by recompute."""
+    """Continuous batching with block-aware admission, chunked prefill and preemption by recompute.
+
+    ``kv_budget_tokens`` is the KV memory in token slots: ``// block_size`` blocks (paged), or
+    ``// max_seq_len`` reservations (contiguous). ``max_seq_len`` defaults to the model's
+    context when paged and to :data:`DEFAULT_MAX_SEQ_LEN` (capped by the context) when
+    contiguous, since a contiguous cache reserves it for every sequence. ``watermark`` is the
+    share of blocks kept free at admission. ``max_num_seqs`` caps the running sequences, every
+    sample of an ``n > 1`` request counted from its admission on; ``max_num_batched_tokens``
+    caps the tokens one step computes (longer prompts are prefilled in chunks; None: no cap).
+    ``trace`` (an :class:`~pagedkv_edu.engine.trace.EngineTrace`) records every step;
+    ``last_step`` is the :class:`~pagedkv_edu.scheduler.ScheduledStep` just run.
+    """
 
     def __init__(
         self,
