@@ -246,3 +246,23 @@ def test_mixed_steps_on_the_triton_decode_kernel_give_the_torch_tokens(tiny) -> 
     engine = _engine(tiny, max_num_batched_tokens=8, backend="triton")
     triton_out = engine.generate(prompts, params, use_tqdm=False)
     assert [o.token_ids for o in triton_out] == [o.token_ids for o in torch_out]
+
+
+def test_the_runner_keeps_one_block_table_row_per_sequence_and_writes_only_what_changed(tiny) -> None:
+    from pagedkv_edu.engine.model_runner import ModelRunner
+    from pagedkv_edu.model.kv_store import PagedKVStore
+
+    runner = ModelRunner(tiny.model, PagedKVStore(tiny.model.config, 16, 4), max_seq_len=64)
+    table = [3, 5]
+    row = runner._row("a", table)
+    assert runner.block_table[row, :3].tolist() == [3, 5, -1]
+    table += [7]                                   # a new block: only the new entry is written
+    runner.block_table[row, 0] = 99                # (a stale entry stays stale: proof nothing else was rewritten)
+    assert runner._row("a", table) == row and runner.block_table[row, :3].tolist() == [99, 5, 7]
+    table[-1] = 8                                  # copy-on-write replaced the last block
+    runner._row("a", table)
+    assert runner.block_table[row, :3].tolist() == [99, 5, 8]
+    rows = {runner._row(f"s{i}", [i]) for i in range(20)}   # more sequences than rows: the table grows
+    assert len(rows | {row}) == 21 and runner.block_table.shape[0] >= 21
+    runner.release("a")
+    assert runner._row("b", [1]) == row and runner.block_table[row, :2].tolist() == [1, -1]
