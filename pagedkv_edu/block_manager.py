@@ -95,7 +95,7 @@ class BlockManager:
     def blocks_to_admit(self, num_tokens: int, token_ids: Sequence[int] | None = None) -> int:
         """Free blocks that adding this sequence would take from the pool."""
         check_whole("num_tokens", num_tokens)
-        return self._blocks_to_admit(num_tokens, self._lookup(num_tokens, token_ids)[0])
+        return self._blocks_to_admit(num_tokens, self._lookup(num_tokens, token_ids))
 
     def can_append(self, seq_id: Hashable, n: int = 1) -> bool:
         """Would ``n`` more tokens for ``seq_id`` fit in the pool right now (a copy-on-write included)?"""
@@ -138,7 +138,10 @@ class BlockManager:
             raise KeyError(f"sequence {seq_id!r} is already live")
         self._check_length(seq_id, num_tokens)
         token_ids = None if token_ids is None else check_token_ids(token_ids)
-        hit, chain = self._lookup(num_tokens, token_ids)   # checks every id, and hashes, before any change
+        hit = self._lookup(num_tokens, token_ids)
+        chain = None                            # every full block's hash, computed before anything changes
+        if self.prefix_cache is not None and token_ids is not None:
+            chain = self.prefix_cache.chain(token_ids, hit.hashes)
         need = self._blocks_to_admit(num_tokens, hit)
         if hit.block_ids and need > self.pool.num_free:   # (without a hit, the table says it itself)
             raise OutOfBlocksError(f"sequence {seq_id!r}: {num_tokens} tokens need {need} free blocks "
@@ -298,21 +301,17 @@ class BlockManager:
         """Allocated but empty slots: the unfilled tails of last blocks."""
         return self.pool.num_used * self.block_size - self.num_stored_tokens
 
-    def _lookup(self, num_tokens: int, token_ids: Sequence[int] | None) -> tuple[PrefixHit, list[BlockHash] | None]:
-        """The cached prefix a new sequence would start from, and the hashes of all its full blocks.
+    def _lookup(self, num_tokens: int, token_ids: Sequence[int] | None) -> PrefixHit:
+        """The cached prefix a new sequence would start from (none without caching or token ids).
 
-        Without caching or token ids: no hit and no hashes. Every id is checked (those of a
-        partly filled last block too) and every hash computed here, before anything changes.
+        Every id is checked, those of a partly filled last block too, with caching on or off.
         """
         if token_ids is None:
-            return PrefixHit((), (), 0), None
+            return PrefixHit((), (), 0)
         token_ids = check_token_ids(token_ids)
         if len(token_ids) != num_tokens:
             raise ValueError(f"{len(token_ids)} token ids given for a sequence of {num_tokens} tokens")
-        if self.prefix_cache is None:
-            return PrefixHit((), (), 0), None
-        hit = self.prefix_cache.lookup(token_ids)
-        return hit, self.prefix_cache.chain(token_ids, hit.hashes)
+        return PrefixHit((), (), 0) if self.prefix_cache is None else self.prefix_cache.lookup(token_ids)
 
     def _blocks_to_admit(self, num_tokens: int, hit: PrefixHit) -> int:
         """New blocks for the uncached rest, plus the cached blocks that must leave the free queue."""
