@@ -66,7 +66,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             self.scheduler.add(seq)
             self.added.append(seq)
 
-    @rule(tokens=st.lists(st.integers(0, 3), min_size=1, max_size=8))
+    @rule(tokens=st.lists(st.integers(0, 3), min_size=2, max_size=16))
     def steps(self, tokens: list[int]) -> None:
         """A few scheduler steps in a row (each sampling sequence appends the token), all invariants after each."""
         for token in tokens:
@@ -149,7 +149,7 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 
 TestSchedulerMachine = SchedulerMachine.TestCase
-TestSchedulerMachine.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
+TestSchedulerMachine.settings = settings(max_examples=200, stateful_step_count=50, deadline=None)
 
 
 def test_the_machine_ran_at_least_ten_thousand_steps() -> None:
