@@ -37,7 +37,8 @@ from collections.abc import Hashable, Sequence
 
 from .block_pool import BlockPool, OutOfBlocksError
 from .block_table import BlockTable, blocks_needed
-from .prefix_cache import ROOT_HASH, BlockHash, HashFn, PrefixCache, PrefixHit, hash_block
+from .checks import check_token_ids, check_whole, is_whole
+from .prefix_cache import BlockHash, HashFn, PrefixCache, PrefixHit, hash_block
 
 
 class BlockManager:
@@ -45,9 +46,9 @@ class BlockManager:
 
     def __init__(self, num_blocks: int, block_size: int, max_seq_len: int | None = None, *,
                  enable_prefix_caching: bool = False) -> None:
+        if max_seq_len is not None:
+            check_whole("max_seq_len", max_seq_len, 1)
         self.pool = BlockPool(num_blocks, block_size)
-        if max_seq_len is not None and (not isinstance(max_seq_len, int) or max_seq_len <= 0):
-            raise ValueError(f"max_seq_len must be a positive integer or None, got {max_seq_len!r}")
         self.max_seq_len = max_seq_len
         self.tables: dict[Hashable, BlockTable] = {}
         self.prefix_cache: PrefixCache | None = None
@@ -61,6 +62,8 @@ class BlockManager:
     @classmethod
     def over(cls, pool: BlockPool, max_seq_len: int | None = None) -> "BlockManager":
         """A manager over an existing pool (e.g. one built by ``BlockPool.from_free_order``)."""
+        if not isinstance(pool, BlockPool):
+            raise ValueError(f"BlockManager.over needs a BlockPool, got {pool!r}")
         manager = cls(1, pool.block_size, max_seq_len)
         manager.pool = pool
         return manager
@@ -86,10 +89,12 @@ class BlockManager:
         With prefix caching and ``token_ids``, only the blocks it really takes count: cached
         blocks in use cost nothing, cached free blocks come out of the free queue.
         """
+        check_whole("watermark_blocks", watermark_blocks)
         return self.blocks_to_admit(num_tokens, token_ids) + watermark_blocks <= self.pool.num_free
 
     def blocks_to_admit(self, num_tokens: int, token_ids: Sequence[int] | None = None) -> int:
         """Free blocks that adding this sequence would take from the pool."""
+        check_whole("num_tokens", num_tokens)
         return self._blocks_to_admit(num_tokens, self._lookup(num_tokens, token_ids))
 
     def can_append(self, seq_id: Hashable, n: int = 1) -> bool:
@@ -132,7 +137,11 @@ class BlockManager:
         if seq_id in self.tables:
             raise KeyError(f"sequence {seq_id!r} is already live")
         self._check_length(seq_id, num_tokens)
+        token_ids = None if token_ids is None else check_token_ids(token_ids)
         hit = self._lookup(num_tokens, token_ids)
+        chain = None                            # every full block's hash, computed before anything changes
+        if self.prefix_cache is not None and token_ids is not None:
+            chain = self.prefix_cache.chain(token_ids, hit.hashes)
         need = self._blocks_to_admit(num_tokens, hit)
         if hit.block_ids and need > self.pool.num_free:   # (without a hit, the table says it itself)
             raise OutOfBlocksError(f"sequence {seq_id!r}: {num_tokens} tokens need {need} free blocks "
@@ -143,10 +152,10 @@ class BlockManager:
         table.append_tokens(self.pool, num_tokens - hit.num_tokens)
         self.tables[seq_id] = table
         self._cached_tokens[seq_id] = hit.num_tokens
-        if self.prefix_cache is not None and token_ids is not None:
+        if chain is not None:
             self.prefix_cache.record(num_tokens, hit.num_tokens)
             self._hashes[seq_id] = list(hit.hashes)
-            self._uncomputed[seq_id] = self._register_full_blocks(seq_id, token_ids)
+            self._uncomputed[seq_id] = self._register_full_blocks(seq_id, token_ids, chain)
         return table
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> BlockTable:
@@ -172,6 +181,7 @@ class BlockManager:
         fresh block (the first id returned) and queues the copy: copy-on-write.
         """
         table = self._table(seq_id)
+        check_whole("n (tokens to append)", n)
         self._check_length(seq_id, table.num_tokens + n)
         if not self._must_copy(table, n):
             return table.append_tokens(self.pool, n)
@@ -204,28 +214,30 @@ class BlockManager:
         cache; without prefix caching it does nothing.
         """
         table = self._table(seq_id)
+        token_ids = check_token_ids(token_ids)
         if self.prefix_cache is None:
             return 0
         if len(token_ids) < table.num_tokens:
             raise ValueError(f"sequence {seq_id!r} holds {table.num_tokens} tokens but {len(token_ids)} token ids "
                              f"were given")
+        chain = self.prefix_cache.chain(token_ids[:table.num_tokens], self._hashes.get(seq_id, []))
         self._uncomputed.pop(seq_id, None)
-        return len(self._register_full_blocks(seq_id, token_ids))
+        return len(self._register_full_blocks(seq_id, token_ids, chain))
 
-    def _register_full_blocks(self, seq_id: Hashable, token_ids: Sequence[int]) -> list[int]:
-        """Hash ``seq_id``'s full blocks not hashed yet and make them findable; returns those registered.
+    def _register_full_blocks(self, seq_id: Hashable, token_ids: Sequence[int], chain: list[BlockHash]) -> list[int]:
+        """Make ``seq_id``'s full blocks not registered yet findable (their hashes are ``chain``).
 
-        A block whose hash is cached already (an equal block, or a collision) stays private.
+        Returns the blocks registered. A block whose hash is cached already (an equal block,
+        or a collision) stays private, and so do the blocks after it.
         """
         assert self.prefix_cache is not None  # callers check
         table, size = self.tables[seq_id], self.block_size
         hashes = self._hashes.setdefault(seq_id, [])
         registered = []
         for i in range(len(hashes), table.num_tokens // size):
-            parent = hashes[-1] if hashes else ROOT_HASH
-            tokens = list(token_ids[i * size:(i + 1) * size])
-            hashes.append(self.prefix_cache.hash_fn(parent, tokens))
-            if self.prefix_cache.insert(table.block_ids[i], hashes[-1], parent, tokens):
+            hashes.append(chain[i])
+            parent = table.block_ids[i - 1] if i else None
+            if self.prefix_cache.insert(table.block_ids[i], chain[i], parent, token_ids[i * size:(i + 1) * size]):
                 registered.append(table.block_ids[i])
         return registered
 
@@ -289,19 +301,17 @@ class BlockManager:
         """Allocated but empty slots: the unfilled tails of last blocks."""
         return self.pool.num_used * self.block_size - self.num_stored_tokens
 
-    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        """Jupyter, GitHub and the book show the manager as the explorer's picture of the same state."""
-        from .viz.render import Picture  # lazy: the views sit on top of the memory layer
-
-        return Picture(self)._repr_mimebundle_()
-
     def _lookup(self, num_tokens: int, token_ids: Sequence[int] | None) -> PrefixHit:
-        """The cached prefix a new sequence would start from (none without caching or token ids)."""
-        if self.prefix_cache is None or token_ids is None:
+        """The cached prefix a new sequence would start from (none without caching or token ids).
+
+        Every id is checked, those of a partly filled last block too, with caching on or off.
+        """
+        if token_ids is None:
             return PrefixHit((), (), 0)
+        token_ids = check_token_ids(token_ids)
         if len(token_ids) != num_tokens:
             raise ValueError(f"{len(token_ids)} token ids given for a sequence of {num_tokens} tokens")
-        return self.prefix_cache.lookup(token_ids)
+        return PrefixHit((), (), 0) if self.prefix_cache is None else self.prefix_cache.lookup(token_ids)
 
     def _blocks_to_admit(self, num_tokens: int, hit: PrefixHit) -> int:
         """New blocks for the uncached rest, plus the cached blocks that must leave the free queue."""
@@ -320,7 +330,7 @@ class BlockManager:
             raise KeyError(f"unknown sequence {seq_id!r} (never added, or already finished)") from None
 
     def _check_length(self, seq_id: Hashable, num_tokens: int) -> None:
-        if not isinstance(num_tokens, int) or num_tokens < 0:
+        if not is_whole(num_tokens) or num_tokens < 0:
             raise ValueError(f"sequence {seq_id!r}: token count must be a non-negative integer, got {num_tokens!r}")
         if self.max_seq_len is not None and num_tokens > self.max_seq_len:
             raise ValueError(f"sequence {seq_id!r}: {num_tokens} tokens exceed max_seq_len={self.max_seq_len}")

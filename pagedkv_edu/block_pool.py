@@ -23,6 +23,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Iterable, Sequence
 
+from .checks import check_whole, is_whole
+
+MAX_NUM_BLOCKS = 2**21
+"""The largest pool this book builds: the free queue and reference counts are Python objects,
+so two million blocks (32 M token slots at block size 16) already cost a few hundred MB of
+bookkeeping. A larger request is refused before anything is allocated."""
+
 
 class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an allocation needs. Nothing was allocated."""
@@ -32,12 +39,8 @@ class BlockPool:
     """``num_blocks`` physical blocks of ``block_size`` slots, with reference counts."""
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
-        if not isinstance(block_size, int) or block_size <= 0:
-            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-        if not isinstance(num_blocks, int) or num_blocks <= 0:
-            raise ValueError(
-                f"num_blocks must be a positive integer (a pool needs at least one block), got {num_blocks!r}"
-            )
+        check_whole("block_size", block_size, 1)
+        check_whole("num_blocks", num_blocks, 1, MAX_NUM_BLOCKS)
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.ref_counts: list[int] = [0] * num_blocks
@@ -55,10 +58,11 @@ class BlockPool:
         held by requests outside this example. The seeds' walk-throughs start from such a pool.
         """
         pool = cls(num_blocks, block_size)
-        if len(set(free_order)) != len(free_order):
-            raise ValueError(f"free_order has repeated block ids: {list(free_order)}")
+        free_order = list(free_order)
         for block_id in free_order:
             pool._check_id(block_id)
+        if len(set(free_order)) != len(free_order):
+            raise ValueError(f"free_order has repeated block ids: {free_order}")
         pool.allocate(num_blocks)
         for block_id in free_order:
             pool.free(block_id)
@@ -93,8 +97,7 @@ class BlockPool:
     # --- changes -------------------------------------------------------------------
     def allocate(self, n: int = 1) -> list[int]:
         """Take ``n`` blocks from the front of the free queue (all or none)."""
-        if not isinstance(n, int) or n < 0:
-            raise ValueError(f"cannot allocate {n!r} blocks; n must be a non-negative integer")
+        check_whole("n (blocks to allocate)", n)
         if n > len(self._free):
             raise OutOfBlocksError(f"asked for {n} blocks but only {len(self._free)} of {self.num_blocks} are free")
         ids = [self._free.popitem(last=False)[0] for _ in range(n)]
@@ -149,14 +152,8 @@ class BlockPool:
         for block_id in ids:
             self.free(block_id)
 
-    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        """Jupyter, GitHub and the book show the pool as the explorer's picture of the same state."""
-        from .viz.render import Picture  # lazy: the views sit on top of the memory layer
-
-        return Picture(self)._repr_mimebundle_()
-
     def _check_id(self, block_id: int) -> None:
-        if not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
+        if not is_whole(block_id) or not 0 <= block_id < self.num_blocks:
             raise IndexError(f"block id {block_id!r} is out of range for a pool of {self.num_blocks} blocks")
 
     def __repr__(self) -> str:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .attention import paged_decode_attention
-from .attention.batch import random_paged_batch
+from .bench.batch import random_paged_batch
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .simulate import simulate

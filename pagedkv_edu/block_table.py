@@ -16,12 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .block_pool import BlockPool, OutOfBlocksError
+from .checks import check_whole, is_whole
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """ceil(num_tokens / block_size): the blocks that hold ``num_tokens`` tokens."""
-    if num_tokens < 0:
-        raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+    check_whole("num_tokens", num_tokens)
+    check_whole("block_size", block_size, 1)
     return -(-num_tokens // block_size)
 
 
@@ -34,8 +35,11 @@ class BlockTable:
     num_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.block_size, int) or self.block_size <= 0:
-            raise ValueError(f"block_size must be a positive integer, got {self.block_size!r}")
+        check_whole("block_size", self.block_size, 1)
+        check_whole("num_tokens", self.num_tokens)
+        bad = [b for b in self.block_ids if not is_whole(b) or b < 0]
+        if bad:
+            raise ValueError(f"block ids must be whole numbers >= 0, got {bad}")
         if blocks_needed(self.num_tokens, self.block_size) != len(self.block_ids):
             raise ValueError(
                 f"{self.num_tokens} tokens need {blocks_needed(self.num_tokens, self.block_size)} blocks "
@@ -62,8 +66,7 @@ class BlockTable:
 
     def blocks_to_append(self, n: int) -> int:
         """How many new blocks appending ``n`` tokens would allocate."""
-        if not isinstance(n, int) or n < 0:
-            raise ValueError(f"cannot append {n!r} tokens; n must be a non-negative integer")
+        check_whole("n (tokens to append)", n)
         return blocks_needed(self.num_tokens + n, self.block_size) - len(self.block_ids)
 
     def append_tokens(self, pool: BlockPool, n: int = 1) -> list[int]:
@@ -72,9 +75,9 @@ class BlockTable:
         All-or-nothing: if the pool cannot supply the blocks, nothing changes and
         ``OutOfBlocksError`` is raised. Returns the newly allocated block ids.
         """
+        need = self.blocks_to_append(n)
         if pool.block_size != self.block_size:
             raise ValueError(f"pool block_size {pool.block_size} != table block_size {self.block_size}")
-        need = self.blocks_to_append(n)
         if need > pool.num_free:
             raise OutOfBlocksError(f"appending {n} tokens needs {need} new blocks; the pool has {pool.num_free} free")
         new = pool.allocate(need)
@@ -84,7 +87,7 @@ class BlockTable:
 
     def slot(self, position: int) -> int:
         """Flat cache slot of token ``position``: ``table[pos // B] * B + pos % B``."""
-        if not isinstance(position, int) or not 0 <= position < self.num_tokens:
+        if not is_whole(position) or not 0 <= position < self.num_tokens:
             raise IndexError(
                 f"position {position!r} is past the table: it holds {self.num_tokens} tokens "
                 f"in blocks {self.block_ids}"
@@ -94,8 +97,8 @@ class BlockTable:
     def slot_mapping(self, start: int = 0, end: int | None = None) -> list[int]:
         """Slots of positions ``start .. end-1`` (default: every token)."""
         end = self.num_tokens if end is None else end
-        if not 0 <= start <= end <= self.num_tokens:
-            raise IndexError(f"range [{start}, {end}) is outside the table's {self.num_tokens} tokens")
+        if not (is_whole(start) and is_whole(end) and 0 <= start <= end <= self.num_tokens):
+            raise IndexError(f"range [{start!r}, {end!r}) is outside the table's {self.num_tokens} tokens")
         return [self.slot(p) for p in range(start, end)]
 
     def release(self, pool: BlockPool) -> list[int]:

@@ -3,6 +3,10 @@
 Each command lives beside the concept it reports on and exposes ``register(subparsers)``,
 which adds its parser and sets ``func``: a function of the parsed arguments that returns a
 JSON-serialisable dict and prints a human-readable table unless ``--json`` is given.
+
+No failure prints a traceback: a bad flag is refused by argparse with the flag's name, a bad
+value found later is one ``error:`` line that names it, and anything unexpected is one line too
+(``PAGEDKV_TRACEBACK=1`` shows where it came from).
 """
 
 from __future__ import annotations
@@ -10,13 +14,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Any, Sequence
 
+from .block_pool import MAX_NUM_BLOCKS
+from .cli_args import OneLineParser, add_json_flag, whole_number
 from .contiguous import ALLOCATORS, RESERVE_POLICIES
 from .simulate import POLICIES, simulate
-from .specs import DTYPE_BYTES, format_bytes, get_spec, spec_from_config
+from .specs import DTYPE_BYTES, format_bytes, get_spec, load_config
 from .workload import MAX_SEQ_LEN, copilot50
+
+__all__ = ["add_json_flag", "build_parser", "main"]
+
+MAX_KV_BUDGET_TOKENS = 2**25
+"""The largest budget ``simulate`` accepts: 33 M token slots, 16,384 requests at the longest (a
+paged pool of that size is two million blocks at block size 16, :data:`~pagedkv_edu.block_pool.MAX_NUM_BLOCKS`)."""
 
 # Modules (beside this one, on top of the package's layers) that add their own subcommands.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -27,7 +40,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m pagedkv_edu",
         description="pagedkv-edu: KV-cache memory arithmetic, simulations, kernels and benchmarks.",
     )
@@ -40,20 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    """Every subcommand takes --json: print one JSON object instead of the table."""
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         result: Any = args.func(args)
-    except (ValueError, KeyError, IndexError, FileNotFoundError) as exc:
+    except (ValueError, KeyError, IndexError, OSError, RuntimeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not bad input: still one line, unless asked for the traceback
+        if os.environ.get("PAGEDKV_TRACEBACK"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {exc} (PAGEDKV_TRACEBACK=1 shows where)", file=sys.stderr)
+        return 1
     if getattr(args, "json", False):
         json.dump(result, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -65,17 +81,16 @@ def _register_kv_size(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("kv-size", help="KV-cache bytes per token and in total for a model (chapter 0)")
     p.add_argument("--model", default="llama-3.2-1b",
                    help="a named model (llama-3.2-1b, llama-2-7b, smollm2-135m) or a path to a transformers config.json")
-    p.add_argument("--tokens", type=int, default=2048, help="tokens per request (default 2048)")
-    p.add_argument("--requests", type=int, default=1, help="concurrent requests (default 1)")
+    p.add_argument("--tokens", type=whole_number(0, 2**40), default=2048, help="tokens per request (default 2048)")
+    p.add_argument("--requests", type=whole_number(0, 2**30), default=1, help="concurrent requests (default 1)")
     p.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default=None, help="cache dtype (default: the model's)")
     add_json_flag(p)
     p.set_defaults(func=_kv_size)
 
 
 def _kv_size(args: argparse.Namespace) -> dict[str, Any]:
-    if args.model.endswith(".json"):
-        with open(args.model) as f:
-            spec = spec_from_config(json.load(f), name=args.model)
+    if args.model.endswith(".json") or os.path.isdir(args.model):
+        spec = load_config(args.model)
     else:
         spec = get_spec(args.model)
     if args.dtype:
@@ -104,8 +119,8 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("simulate", help="memory-only simulation of a workload, contiguous or paged (ch. 1-2)")
     p.add_argument("--workload", choices=["copilot50"], default="copilot50")
     p.add_argument("--policy", choices=POLICIES, default="paged")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--kv-budget-tokens", type=int, default=10 * MAX_SEQ_LEN,
+    p.add_argument("--block-size", type=whole_number(1, 4096), default=16)
+    p.add_argument("--kv-budget-tokens", type=whole_number(1, MAX_KV_BUDGET_TOKENS), default=10 * MAX_SEQ_LEN,
                    help="KV slots in the budget (default: 10 x max_seq_len, so 10 contiguous requests fit)")
     p.add_argument("--reserve", choices=RESERVE_POLICIES, default="max",
                    help="contiguous reservation rule, the paper's Orca baselines: max_seq_len (max), the prompt "
@@ -114,13 +129,16 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
                    help="contiguous only: where reservations go, first-fit or the paper's buddy allocator")
     p.add_argument("--prefix-caching", action="store_true",
                    help="paged only: share cached prompt blocks between requests (ch. 7)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
     p.add_argument("--timeline", action="store_true", help="with --json, include every step and request")
     add_json_flag(p)
     p.set_defaults(func=_simulate)
 
 
 def _simulate(args: argparse.Namespace) -> dict[str, Any]:
+    if args.policy == "paged" and args.kv_budget_tokens // args.block_size > MAX_NUM_BLOCKS:
+        raise ValueError(f"--kv-budget-tokens {args.kv_budget_tokens} at --block-size {args.block_size} is "
+                         f"{args.kv_budget_tokens // args.block_size:,} blocks; a pool holds at most {MAX_NUM_BLOCKS:,}")
     result = simulate(copilot50(args.seed), args.policy, args.kv_budget_tokens,
                       block_size=args.block_size, reserve=args.reserve, allocator=args.allocator,
                       enable_prefix_caching=args.prefix_caching,

@@ -32,6 +32,8 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from .checks import check_whole
+
 RESERVE_POLICIES = ("max", "pow2", "oracle")
 ALLOCATORS = ("first-fit", "buddy")
 
@@ -89,8 +91,7 @@ class ContiguousArena:
     allocator = "first-fit"
 
     def __init__(self, capacity: int) -> None:
-        if not isinstance(capacity, int) or capacity <= 0:
-            raise ValueError(f"arena capacity must be a positive integer, got {capacity!r}")
+        check_whole("arena capacity", capacity, 1)
         self.capacity = capacity
         self._extents: list[Extent] = []  # sorted by start
         self._by_owner: dict[Hashable, Extent] = {}
@@ -140,8 +141,7 @@ class ContiguousArena:
         """Reserve ``size`` contiguous slots in the first hole that fits."""
         if owner in self._by_owner:
             raise KeyError(f"owner {owner!r} already holds a reservation")
-        if not isinstance(size, int) or not 0 < size <= self.capacity:
-            raise ValueError(f"reservation size must be in 1..{self.capacity}, got {size!r}")
+        check_whole("reservation size", size, 1, self.capacity)
         for start, hole in self.holes():
             if hole >= size:
                 extent = Extent(owner, start, size)

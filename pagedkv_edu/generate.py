@@ -18,12 +18,17 @@ from typing import Any
 
 import torch
 
-from .attention import AttentionFn
+from .block_manager import BlockManager
 from .block_table import BlockTable, blocks_needed
-from .model.kv_store import BACKENDS, ContiguousKVStore, KVStore, PagedKVStore
+from .checks import check_whole
+from .contiguous import ContiguousArena
+from .engine.model_runner import ModelRunner
+from .attention import BACKENDS, AttentionFn, check_backend
+from .model.kv_store import ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
+from .scheduler import POLICIES, ContiguousMemory, PagedMemory, Scheduler
+from .specs import TORCH_DTYPES, torch_dtype
 
-CACHES = ("paged", "contiguous")
 
 
 @dataclass
@@ -42,6 +47,8 @@ class GenerationResult:
     attention: dict[str, str] = field(default_factory=dict)
     """Which attention kernel ran each phase, ``{"prefill": ..., "decode": ...}`` (the paged
     store's ``kernels``; empty for the contiguous oracle, which always runs torch SDPA)."""
+    manager: BlockManager | None = field(default=None, repr=False)
+    """The block manager that held the batch's blocks (paged cache), tables left in place."""
 
     @property
     def num_new_tokens(self) -> int:
@@ -67,8 +74,7 @@ def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator 
 
 def check_request(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[list[int]]:
     """Refuse what cannot be generated, naming the bad value, before anything is allocated."""
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+    check_whole("max_new_tokens", max_new_tokens)
     if isinstance(prompts, (str, bytes)) or not len(prompts):
         raise ValueError("prompts must be a non-empty list of token-id lists")
     if isinstance(prompts[0], int):
@@ -103,15 +109,14 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
     gather reference), ``"triton"`` (the book's kernels) or a function with
     :func:`~pagedkv_edu.attention.paged_attention`'s positional signature (a reader's kernel).
     """
-    if cache not in CACHES:
-        raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(CACHES)}")
-    if not callable(backend) and backend not in BACKENDS:
-        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)} "
-                         f"or pass an attention function")
-    if callable(backend) and cache != "paged":
-        raise ValueError(f"an attention function reads a paged cache; cache={cache!r} cannot use one")
-    if not isinstance(block_size, int) or block_size <= 0:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    if cache not in POLICIES:
+        raise ValueError(f"unknown cache {cache!r}; choose one of {', '.join(POLICIES)}")
+    if callable(backend):
+        if cache != "paged":
+            raise ValueError(f"an attention function reads a paged cache; cache={cache!r} cannot use one")
+    else:
+        check_backend(backend)
+    check_whole("block_size", block_size, 1)
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
         return ContiguousKVStore(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
@@ -126,8 +131,23 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
         raise ValueError(f"the batch needs {sum(need)} blocks by its end but the pool has {num_blocks}; this "
                          f"static batch cannot wait or preempt (chapter 6's scheduler can): give more blocks "
                          f"or fewer prompts")
-    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
-                        backend=backend, max_seq_len=model.config.max_position_embeddings)
+    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
+
+
+@dataclass
+class _Sequence:
+    """One prompt of the batch, as the scheduler sees it."""
+
+    seq_id: int
+    prompt: list[int]
+    output: list[int] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt) + len(self.output)
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        return (self.prompt + self.output)[start:end]
 
 
 def generate(
@@ -144,16 +164,19 @@ def generate(
     seed: int = 0,
     stop_token_ids: Iterable[int] = (),
     on_token: Callable[[int, int], None] | None = None,
-    on_step: Callable[[int, KVStore], None] | None = None,
+    on_step: Callable[[int, Any], None] | None = None,
     record_logits: bool = False,
 ) -> GenerationResult:
     """Generate up to ``max_new_tokens`` for every prompt, all of them batched together.
 
-    ``cache`` picks the paged store (the default) or the contiguous oracle; pass ``store`` to
-    run on one you built (it must hold no sequences yet). A sequence stops at a token in
-    ``stop_token_ids`` (kept in its output) or after ``max_new_tokens``. ``on_token(i, token)``
-    streams prompt ``i``'s tokens as they come; ``on_step(step, store)`` runs after every
-    forward step (step 0 is the prefill). The store keeps its blocks when this returns.
+    The loop is the engine's (scheduler, then model runner, then sampling), with every prompt
+    admitted at step 0 and prefilled whole. ``cache`` picks the paged store (the default) or
+    the contiguous oracle; pass ``store`` to run on one you built (its blocks are handed out
+    afresh). A sequence stops at a token in ``stop_token_ids`` (kept in its output) or after
+    ``max_new_tokens``. ``on_token(i, token)`` streams prompt ``i``'s tokens as they come;
+    ``on_step(step, manager)`` runs after every forward step (step 0 is the prefill) with the
+    :class:`~pagedkv_edu.block_manager.BlockManager` that holds the tables (paged; the
+    contiguous memory otherwise). The blocks stay allocated in ``result.manager``.
     """
     prompts = check_request(model, prompts, max_new_tokens)
     if temperature < 0:
@@ -161,56 +184,68 @@ def generate(
     if store is None:
         store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
                            block_size=block_size, num_blocks=num_blocks)
-    elif store.num_sequences:
-        raise ValueError(f"the store already holds {store.num_sequences} sequences; generate needs an empty one")
+    context = max(len(p) for p in prompts) + max_new_tokens
+    memory: PagedMemory | ContiguousMemory
+    if isinstance(store, PagedKVStore):
+        manager: BlockManager | None = BlockManager(store.num_blocks, store.block_size)
+        memory = PagedMemory(manager)
+    else:
+        manager = None
+        memory = ContiguousMemory(ContiguousArena(store.capacity), lambda _id, _n: store.max_seq_len)
+    scheduler = Scheduler(memory)
+    runner = ModelRunner(model, store, context)
+    sequences = [_Sequence(i, p) for i, p in enumerate(prompts)]
+    if max_new_tokens > 0:
+        for seq in sequences:
+            scheduler.add(seq)
     stops = set(int(t) for t in stop_token_ids)
     generator = torch.Generator().manual_seed(seed)
-    tokens: list[list[int]] = [[] for _ in prompts]
     logits_log: list[list[torch.Tensor]] = [[] for _ in prompts]
-    running = list(range(len(prompts))) if max_new_tokens > 0 else []
     timings = [0.0, 0.0]
     step = 0
-    while running:
+    while scheduler.has_unfinished:
         start = time.perf_counter()
-        if step == 0:   # prefill: every prompt whole, end to end
-            meta = store.plan(running, [len(prompts[i]) for i in running])
-            inputs = [t for i in running for t in prompts[i]]
-        else:           # decode: each running sequence brings its last token
-            meta = store.plan(running, [1] * len(running))
-            inputs = [tokens[i][-1] for i in running]
-        logits = model(torch.tensor(inputs, device=model.device), meta, store)
+        decided = scheduler.schedule()
+        if decided.failed or decided.preempted:   # make_store sized the pool; a store passed in may be short
+            raise ValueError(f"the store's {store.num_blocks if manager else store.capacity} blocks or slots cannot "
+                             f"hold this batch; a static batch cannot wait or preempt (chapter 6's engine can)")
+        inputs = [t for s in decided.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
+        logits = runner.execute(decided, inputs)
         chosen = sample(logits, temperature, generator).tolist()
         timings[min(step, 1)] += time.perf_counter() - start
-        for row, (i, token) in enumerate(zip(running, chosen)):
-            tokens[i].append(token)
+        for row, (s, token) in enumerate(zip(decided.scheduled, chosen)):
+            seq = s.seq
+            seq.output.append(token)
             if record_logits:
-                logits_log[i].append(logits[row].float().cpu())
+                logits_log[seq.seq_id].append(logits[row].float().cpu())
             if on_token is not None:
-                on_token(i, token)
+                on_token(seq.seq_id, token)
         if on_step is not None:
-            on_step(step, store)
-        running = [i for i in running if tokens[i][-1] not in stops and len(tokens[i]) < max_new_tokens]
+            on_step(step, manager if manager is not None else memory)
+        for s in decided.scheduled:
+            if s.seq.output[-1] in stops or len(s.seq.output) >= max_new_tokens:
+                scheduler.finish(s.seq, release=False)   # done; its blocks stay, for the result's tables
         step += 1
 
     tables = None
-    if isinstance(store, PagedKVStore):
-        tables = [BlockTable(store.block_size, list(store.table(i).block_ids), store.table(i).num_tokens)
-                  if i in store.manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
+    if manager is not None:
+        tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
+                  if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
     return GenerationResult(
-        prompts=prompts, tokens=tokens, block_tables=tables, kv_bytes=store.bytes,
+        prompts=prompts, tokens=[s.output for s in sequences], block_tables=tables, kv_bytes=store.bytes,
         prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
         step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,
         attention=dict(getattr(store, "kernels", {})),
+        manager=manager,
     )
 
 
 # --- the command line ---------------------------------------------------------------------------
 DEFAULT_PROMPT = "What is a KV cache in a language model? Answer in two sentences."
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from .cli import add_json_flag
+    from .cli_args import add_json_flag, whole_number
     from .model.loading import DEFAULT_MODEL, MODEL_NAMES
 
     p = subparsers.add_parser(
@@ -220,14 +255,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"one of {', '.join(MODEL_NAMES)} (default {DEFAULT_MODEL})")
     p.add_argument("--prompt", action="append",
                    help="a prompt; repeat for a batch (default: a question about KV caches)")
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=whole_number(0, 2**20), default=64)
     p.add_argument("--backend", choices=BACKENDS, default="torch",
                    help="every attention, prefill and decode: torch gather (ch. 3) or triton kernels (ch. 4-5)")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-blocks", type=int, default=None, help="pool size (default: just enough for the batch)")
+    p.add_argument("--block-size", type=whole_number(1, 4096), default=16)
+    p.add_argument("--num-blocks", type=whole_number(1, 2**21), default=None, help="pool size (default: just enough for the batch)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
+    p.add_argument("--dtype", choices=TORCH_DTYPES, default="fp32")
     p.add_argument("--no-chat", action="store_true", help="do not wrap prompts in the chat template")
     p.add_argument("--llama-path", default=None, help="weights for --model llama-3.2-1b (or set PAGEDKV_LLAMA_PATH)")
     p.add_argument("--show-blocks", action="store_true", help="print every sequence's full block table")
@@ -240,7 +275,7 @@ def run_generate(args: argparse.Namespace) -> dict[str, Any]:
     from .model.loading import load_model
 
     texts = args.prompt or [DEFAULT_PROMPT]
-    loaded = load_model(args.model, dtype=DTYPES[args.dtype], seed=args.seed, llama_path=args.llama_path)
+    loaded = load_model(args.model, dtype=torch_dtype(args.dtype), seed=args.seed, llama_path=args.llama_path)
     if args.no_chat:
         loaded.chat = False
     prompts = [loaded.encode(t) for t in texts]

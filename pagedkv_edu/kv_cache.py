@@ -26,13 +26,14 @@ import torch
 from . import runtime
 from .attention import gather_kv, paged_decode_attention, store_kv
 from .attention.triton_copy import check_copy_pairs, copy_blocks
-from .attention.validate import SUPPORTED_DTYPES
+from .attention.validate import SUPPORTED_DTYPES, check_backend
+from .checks import check_whole, is_whole
+from .specs import kv_bytes_per_token
 
 
 def block_bytes(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
     """Bytes one block id costs across all layers, K and V together."""
-    element = torch.empty((), dtype=dtype).element_size()
-    return 2 * num_layers * block_size * num_kv_heads * head_dim * element
+    return block_size * kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype.itemsize)
 
 
 class PagedKVCache:
@@ -50,8 +51,7 @@ class PagedKVCache:
     ) -> None:
         for name, value in (("num_layers", num_layers), ("num_blocks", num_blocks), ("block_size", block_size),
                             ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_whole(name, value, 1)
         if dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"dtype {dtype} is not supported; choose one of {', '.join(map(str, SUPPORTED_DTYPES))}")
         self.device = torch.device(device) if device is not None else runtime.device()
@@ -75,8 +75,7 @@ class PagedKVCache:
         device: torch.device | str | None = None,
     ) -> "PagedKVCache":
         """As many whole blocks as ``budget_bytes`` holds (K and V of every layer counted)."""
-        if not isinstance(budget_bytes, int) or budget_bytes <= 0:
-            raise ValueError(f"budget_bytes must be a positive integer, got {budget_bytes!r}")
+        check_whole("budget_bytes", budget_bytes, 1)
         if dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"dtype {dtype} is not supported; choose one of {', '.join(map(str, SUPPORTED_DTYPES))}")
         per_block = block_bytes(num_layers, block_size, num_kv_heads, head_dim, dtype)
@@ -117,7 +116,7 @@ class PagedKVCache:
 
     # --- writes and reads -------------------------------------------------------------
     def _layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(layer, int) or not 0 <= layer < self.num_layers:
+        if not is_whole(layer) or not 0 <= layer < self.num_layers:
             raise IndexError(f"layer {layer!r} is out of range for a cache of {self.num_layers} layers")
         return self.k_caches[layer], self.v_caches[layer]
 
@@ -145,8 +144,7 @@ class PagedKVCache:
         ``pairs`` come from :meth:`BlockManager.take_copies`; all sources are read before any
         destination is written. Every pair is checked before the first layer is touched.
         """
-        if backend not in ("torch", "triton"):
-            raise ValueError(f"unknown backend {backend!r}; choose one of torch, triton")
+        check_backend(backend)
         check_copy_pairs(pairs, self.num_blocks)
         for k_cache, v_cache in zip(self.k_caches, self.v_caches):
             copy_blocks(k_cache, v_cache, pairs, backend, check=False)

@@ -21,9 +21,13 @@ and the memory. That is vLLM v1's automatic prefix caching, in four rules:
    A prompt that is a whole number of cached blocks therefore recomputes its last block
    (nano-vllm #144: without the cap, such a hit left zero tokens to compute).
 
-A hash can collide: two different blocks with one hash. Each cached block keeps the key it
-was stored under (parent hash and token ids), and a lookup compares it before it counts a
-hit, as nano-vllm does. The hash is SHA-256 over a fixed byte encoding of the ids.
+A hash can collide: two different blocks with one hash. Each cached block keeps what it was
+stored under, its token ids and its *parent block's record*, and a lookup compares both before
+it counts a hit (nano-vllm compares the tokens). Comparing the parent's hash would not be
+enough: after the parent is evicted, another prefix whose hash collides with it can be cached,
+and its children would then find blocks computed after a different prefix. A record is
+compared by identity, so a re-registered parent, even in the same physical block, is another
+parent. The hash is SHA-256 over a fixed byte encoding of the ids.
 Python's ``hash()`` of a tuple of ints would be deterministic too, but it is 64 bits, it may
 change between Python versions, and it can be collided on purpose: vLLM hashed with it until
 CVE-2025-25183 (a crafted collision), and now offers SHA-256 or xxhash instead. ``xxhash``,
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .block_pool import BlockPool
+from .checks import check_token_ids
 
 BlockHash = bytes
 HashFn = Callable[[BlockHash, Sequence[int]], BlockHash]
@@ -62,12 +67,15 @@ def hash_block(parent: BlockHash, token_ids: Sequence[int]) -> BlockHash:
     return digest.digest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CachedBlock:
-    """What a cached block was stored under: compared on every hit, against collisions."""
+    """What a cached block was stored under: compared on every hit, against collisions.
+
+    ``eq=False``: two records are equal only if they are the same registration.
+    """
 
     block_hash: BlockHash
-    parent: BlockHash
+    parent: "CachedBlock | None"     # the record of the block before it; None for a first block
     token_ids: tuple[int, ...]
 
 
@@ -84,6 +92,8 @@ class PrefixCache:
     """A table from block hash to physical block over one :class:`BlockPool`, with hit statistics."""
 
     def __init__(self, pool: BlockPool, hash_fn: HashFn = hash_block) -> None:
+        if not callable(hash_fn):
+            raise ValueError(f"hash_fn must be a function of (parent hash, token ids), got {hash_fn!r}")
         if pool.on_reuse is not None:
             raise ValueError("this pool already has a prefix cache; one pool, one cache")
         self.pool = pool
@@ -96,12 +106,16 @@ class PrefixCache:
         pool.on_reuse = self._evict
 
     # --- hashing -----------------------------------------------------------------------
-    def chain(self, token_ids: Sequence[int]) -> list[BlockHash]:
-        """The hash of every full block of ``token_ids``: each one names the whole prefix up to it."""
-        size, parent, hashes = self.pool.block_size, ROOT_HASH, []
-        for first in range(0, len(token_ids) - size + 1, size):
-            parent = self.hash_fn(parent, token_ids[first:first + size])
-            hashes.append(parent)
+    def chain(self, token_ids: Sequence[int], known: Sequence[BlockHash] = ()) -> list[BlockHash]:
+        """The hash of every full block of ``token_ids``: each one names the whole prefix up to it.
+
+        ``known`` are the hashes of the first blocks, computed before (a lookup's hit): they
+        are kept, and hashing continues after them.
+        """
+        token_ids = check_token_ids(token_ids)
+        size, hashes = self.pool.block_size, list(known)
+        for first in range(len(hashes) * size, len(token_ids) - size + 1, size):
+            hashes.append(self.hash_fn(hashes[-1] if hashes else ROOT_HASH, token_ids[first:first + size]))
         return hashes
 
     # --- lookup --------------------------------------------------------------------------
@@ -111,20 +125,21 @@ class PrefixCache:
         Takes no reference and changes no statistic: the scheduler asks this to count the
         blocks an admission needs, and may then not admit.
         """
+        token_ids = check_token_ids(token_ids)
         size = self.pool.block_size
         usable = max(0, len(token_ids) - 1) // size      # at least one token left to compute
         blocks: list[int] = []
         hashes: list[BlockHash] = []
-        parent = ROOT_HASH
+        parent: CachedBlock | None = None
         for i in range(usable):
             tokens = tuple(token_ids[i * size:(i + 1) * size])
-            block_hash = self.hash_fn(parent, tokens)
-            block_id = self._block_of.get(block_hash)
-            if block_id is None or self._key_of[block_id] != CachedBlock(block_hash, parent, tokens):
-                break     # not cached, or a collision: same hash, other tokens
-            blocks.append(block_id)
+            block_hash = self.hash_fn(hashes[-1] if hashes else ROOT_HASH, tokens)
+            record = self._key_of.get(self._block_of.get(block_hash, -1))
+            if record is None or record.token_ids != tokens or record.parent is not parent:
+                break     # not cached, or a collision: same hash, other tokens or another prefix
+            blocks.append(self._block_of[block_hash])
             hashes.append(block_hash)
-            parent = block_hash
+            parent = record
         return PrefixHit(tuple(blocks), tuple(hashes), len(blocks) * size)
 
     def record(self, queried: int, hit: int) -> None:
@@ -142,18 +157,23 @@ class PrefixCache:
         return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
 
     # --- filling and eviction ------------------------------------------------------------
-    def insert(self, block_id: int, block_hash: BlockHash, parent: BlockHash, token_ids: Sequence[int]) -> bool:
-        """Make a computed, full block findable; False if an equal (or colliding) block is there already.
+    def insert(self, block_id: int, block_hash: BlockHash, parent_block: int | None,
+               token_ids: Sequence[int]) -> bool:
+        """Make a computed, full block findable after ``parent_block`` (None: a first block).
 
-        When two requests computed the same prefix in the same step, the first block stays
-        the cached one and the second is an ordinary block that will not be found.
+        False if an equal (or colliding) block is there already, or if the parent block is
+        not findable itself (then no lookup could reach this one). When two requests computed
+        the same prefix in the same step, the first block stays the cached one and the second
+        is an ordinary block that will not be found.
         """
+        self.pool._check_id(block_id)
         if len(token_ids) != self.pool.block_size:
             raise ValueError(f"only full blocks are cached: block {block_id} has {len(token_ids)} of "
                              f"{self.pool.block_size} tokens")
         if self.pool.ref_counts[block_id] == 0:
             raise ValueError(f"block {block_id} is free; only a block someone holds can be cached")
-        if block_hash in self._block_of or block_id in self._key_of:
+        parent = None if parent_block is None else self._key_of.get(parent_block)
+        if block_hash in self._block_of or block_id in self._key_of or (parent_block is not None and parent is None):
             return False
         self._block_of[block_hash] = block_id
         self._key_of[block_id] = CachedBlock(block_hash, parent, tuple(token_ids))

@@ -1,26 +1,40 @@
-"""The scheduler: which requests run this step, and who gives memory back when it runs out.
+"""The scheduler: it owns the KV memory and decides, every step, which tokens of which sequences run.
 
 Continuous batching (Orca's iteration-level scheduling) decides anew at every step. This
-scheduler is the one in nano-vllm and vLLM, reduced to its memory logic:
+scheduler is vLLM v1's, reduced to its memory logic, and it is the only place in the package
+where memory is taken or given back: the engine, :func:`~pagedkv_edu.generate.generate` and
+the memory-only :func:`~pagedkv_edu.simulate.simulate` all drive it, so utilisation, waste,
+prefix hits and preemptions are counted once, here and in the memory it owns.
 
-1. **Admit** waiting sequences first come, first served, while the memory says their known
-   tokens fit (for paged memory: their blocks plus a small watermark of free blocks). The
-   head of the queue blocks the ones behind it, so nobody starves.
-2. **Grow** every other running sequence by one token (a decode step). When memory runs
-   out, **preempt** the most recently admitted sequence: release its memory and put it back
-   at the front of the queue. It keeps its tokens and is recomputed when readmitted.
+A sequence is a list of tokens, ``num_tokens`` long; the scheduler remembers how many of
+them already have their K/V in memory (``num_computed_tokens``). Each step:
 
-The scheduler never looks at a model. Chapter 1-2's simulation and chapter 6's engine drive
-the same scheduler, with the contiguous arena or the block manager as its memory.
+1. **Grow the running sequences first**, oldest first: each brings its uncomputed tokens
+   (one for a decode; the next chunk for a prompt being prefilled in chunks). When memory runs
+   out, **preempt** the most recently admitted running sequence: release its memory and put it
+   back at the front of the queue. It keeps its tokens and is recomputed when readmitted.
+2. **Then admit** waiting sequences, first come first served, while the memory says their
+   tokens fit (paged: their blocks plus a small watermark of free blocks, kept for the running
+   sequences' growth). The head of the queue blocks the ones behind it, so nobody starves; a
+   step that had to preempt admits nobody (memory is short: the preempted go first next time).
+
+Growing before admitting means a sequence admitted in a step is never preempted in that same
+step (the order vLLM v1 uses). Both phases share one **token budget** per step
+(``max_num_batched_tokens``): a prompt longer than what is left is prefilled in chunks over
+several steps (chunked prefill), and decodes are never starved by a long prompt. A step is
+a mixed batch: some sequences bring one token, others a chunk of a prompt.
 
 Chapter 7 adds two things. A sequence that knows its token ids (the engine's do) passes them
-at admission, so paged memory with a prefix cache counts only the blocks the sequence really
-takes: cached blocks in use cost nothing, cached free ones come out of the free queue (vLLM
-v1's ``get_num_blocks_to_allocate``). A sequence admitted later in the same step may share
-blocks that an earlier one will compute in this step's forward pass; preempting newest first
-releases the later one first, which is what keeps that safe (see the block manager). And a
-running sequence can be **forked**: the child shares its blocks and runs from the next step
-on, as the newest sequence.
+at admission, so paged memory with a prefix cache starts it from its longest cached prefix
+and counts only the blocks it really takes. Blocks are registered in the cache as soon as
+their tokens are scheduled, so a sequence admitted later in the same step can share them: the
+forward pass writes a layer's K/V for the whole batch before any of it attends. And a running
+sequence can be **forked**: the child shares its blocks and runs from the next step on, as
+the newest sequence.
+
+The scheduler never looks at a model. What it emits, a :class:`ScheduledStep`, says which
+sequences run, how many new tokens each brings, where their K/V go (block tables, or the
+start of a contiguous reservation) and which copy-on-write block copies to make first.
 """
 
 from __future__ import annotations
@@ -34,6 +48,43 @@ from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .contiguous import ContiguousArena
 
+POLICIES: tuple[str, ...] = ("paged", "contiguous")
+"""The two ways the scheduler can hold KV memory: blocks from a pool, or one reserved range per request."""
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    """What the KV memory holds now, in token slots; a shared block counts once."""
+
+    stored_tokens: int   # slots holding a token's K/V
+    held_slots: int      # slots taken by sequences (allocated blocks, or reservations)
+    capacity: int        # every slot of the memory
+
+    @property
+    def utilisation(self) -> float:
+        """Of the held slots, the share holding tokens (1.0 when nothing is held)."""
+        return self.stored_tokens / self.held_slots if self.held_slots else 1.0
+
+    @property
+    def usage(self) -> float:
+        """Share of the memory held by sequences (vLLM's ``1 - free/total``)."""
+        return self.held_slots / self.capacity
+
+
+@dataclass
+class TokenCounts:
+    """Prefill work, counted by the scheduler as it decides it (the engine and the simulator report these)."""
+
+    prompt_tokens: int = 0        # tokens of every sequence at its first admission, each counted once
+    prefix_hit_tokens: int = 0    # of those, found in the prefix cache: compute saved by sharing
+    resumed_hit_tokens: int = 0   # tokens a preempted sequence found in the cache when it came back
+    prefill_tokens: int = 0       # prompt tokens computed (recomputation after a preemption included)
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of first-admission tokens the prefix cache supplied (vLLM's measure)."""
+        return self.prefix_hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
 
 class KVMemory(Protocol):
     """What the scheduler asks of a KV memory: room to admit, room to grow, and release."""
@@ -41,56 +92,105 @@ class KVMemory(Protocol):
     def fits_ever(self, num_tokens: int) -> bool:
         """Could a sequence of ``num_tokens`` fit if it had the memory to itself?"""
 
+    def cached_prefix(self, token_ids: Sequence[int] | None) -> int:
+        """Tokens of a new sequence its memory holds already (a prefix-cache hit), 0 without."""
+
     def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool: ...
 
-    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> None: ...
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> int:
+        """Take memory for the first ``num_tokens`` tokens; returns how many were found cached."""
 
-    def can_grow(self, seq_id: Hashable) -> bool: ...
+    def can_grow(self, seq_id: Hashable, n: int = 1) -> bool: ...
 
-    def grow(self, seq_id: Hashable) -> None: ...
+    def grow(self, seq_id: Hashable, n: int = 1) -> None: ...
+
+    def scheduled(self, seq: "Schedulable") -> None:
+        """The sequence's tokens in memory will be computed by this step (the prefix cache may register them)."""
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None: ...
 
     def release(self, seq_id: Hashable) -> None: ...
+
+    def take_copies(self) -> list[tuple[int, int]]: ...
+
+    def block_ids(self, seq_id: Hashable) -> list[int] | None: ...
+
+    def kv_start(self, seq_id: Hashable) -> int | None: ...
+
+    def usage(self) -> MemoryUsage: ...
 
 
 class PagedMemory:
     """Blocks on demand from a :class:`BlockManager`, keeping ``watermark_blocks`` free at admission."""
 
     def __init__(self, manager: BlockManager, watermark_blocks: int = 0) -> None:
-        if watermark_blocks < 0:
-            raise ValueError(f"watermark_blocks must be >= 0, got {watermark_blocks}")
+        if isinstance(watermark_blocks, bool) or not isinstance(watermark_blocks, int) or watermark_blocks < 0:
+            raise ValueError(f"watermark_blocks must be a non-negative whole number of blocks, got {watermark_blocks!r}")
         self.manager = manager
         self.watermark_blocks = watermark_blocks
+        self._registered: dict[Hashable, int] = {}   # full blocks of each sequence reported to the prefix cache
 
     def fits_ever(self, num_tokens: int) -> bool:
         return blocks_needed(num_tokens, self.manager.block_size) <= self.manager.pool.num_blocks
+
+    def cached_prefix(self, token_ids: Sequence[int] | None) -> int:
+        cache = self.manager.prefix_cache
+        return 0 if cache is None or token_ids is None else cache.lookup(token_ids).num_tokens
 
     def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool:
         # The watermark protects running sequences' growth; with none running there is nothing to protect.
         return self.manager.can_allocate(num_tokens, self.watermark_blocks if self.manager.tables else 0, token_ids)
 
-    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> None:
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> int:
         self.manager.add_sequence(seq_id, num_tokens, token_ids)
+        return self.manager.num_cached_tokens(seq_id)
 
-    def can_grow(self, seq_id: Hashable) -> bool:
-        return self.manager.can_append(seq_id)
+    def can_grow(self, seq_id: Hashable, n: int = 1) -> bool:
+        return self.manager.can_append(seq_id, n)
 
-    def grow(self, seq_id: Hashable) -> None:
-        self.manager.append_tokens(seq_id)
+    def grow(self, seq_id: Hashable, n: int = 1) -> None:
+        self.manager.append_tokens(seq_id, n)
+
+    def scheduled(self, seq: "Schedulable") -> None:
+        # Register the blocks that filled (all of them, for a sequence just admitted): findable from now on.
+        m = self.manager
+        if m.prefix_cache is None:
+            return
+        full = m.table(seq.seq_id).num_tokens // m.block_size
+        if self._registered.get(seq.seq_id) != full:
+            tokens = token_ids_of(seq)
+            if tokens is not None:
+                m.mark_computed(seq.seq_id, tokens)
+            self._registered[seq.seq_id] = full
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         self.manager.fork(parent_id, child_id)
 
     def release(self, seq_id: Hashable) -> None:
         self.manager.finish(seq_id)
+        self._registered.pop(seq_id, None)
+
+    def take_copies(self) -> list[tuple[int, int]]:
+        return self.manager.take_copies()
+
+    def block_ids(self, seq_id: Hashable) -> list[int] | None:
+        return self.manager.table(seq_id).block_ids
+
+    def kv_start(self, seq_id: Hashable) -> int | None:
+        return None
+
+    def usage(self) -> MemoryUsage:
+        m = self.manager
+        return MemoryUsage(m.num_stored_tokens, m.pool.num_used * m.block_size, m.pool.capacity_tokens)
 
 
 class ContiguousMemory:
     """One first-fit reservation per sequence in a :class:`ContiguousArena`, sized by ``reservation``.
 
     ``reservation(seq_id, num_tokens)`` returns the slots to reserve; a real system can only
-    reserve ``max_seq_len`` since it does not know the output length.
+    reserve ``max_seq_len`` since it does not know the output length. Token ``p`` of a
+    sequence lives at slot ``start + p`` of the arena: a model's contiguous store is one
+    tensor of ``capacity`` slots addressed that way.
     """
 
     def __init__(self, arena: ContiguousArena, reservation: Callable[[Hashable, int], int]) -> None:
@@ -101,20 +201,28 @@ class ContiguousMemory:
     def fits_ever(self, num_tokens: int) -> bool:
         return num_tokens <= self.arena.capacity
 
-    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool:
-        return self.arena.fits(self.reservation(seq_id, num_tokens))
+    def cached_prefix(self, token_ids: Sequence[int] | None) -> int:
+        return 0
 
-    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> None:
+    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> bool:
+        size = self.reservation(seq_id, num_tokens)
+        return num_tokens <= size and self.arena.fits(size)
+
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> int:
         self.arena.allocate(seq_id, self.reservation(seq_id, num_tokens))
         self.lengths[seq_id] = num_tokens
+        return 0
 
-    def can_grow(self, seq_id: Hashable) -> bool:
-        return self.lengths[seq_id] < self.arena.extent(seq_id).size
+    def can_grow(self, seq_id: Hashable, n: int = 1) -> bool:
+        return self.lengths[seq_id] + n <= self.arena.extent(seq_id).size
 
-    def grow(self, seq_id: Hashable) -> None:
-        if not self.can_grow(seq_id):
+    def grow(self, seq_id: Hashable, n: int = 1) -> None:
+        if not self.can_grow(seq_id, n):
             raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
-        self.lengths[seq_id] += 1
+        self.lengths[seq_id] += n
+
+    def scheduled(self, seq: "Schedulable") -> None:
+        pass
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         raise ValueError("a contiguous reservation cannot be shared: forking needs paged memory")
@@ -123,47 +231,113 @@ class ContiguousMemory:
         self.arena.release(seq_id)
         del self.lengths[seq_id]
 
+    def take_copies(self) -> list[tuple[int, int]]:
+        return []
+
+    def block_ids(self, seq_id: Hashable) -> list[int] | None:
+        return None
+
+    def kv_start(self, seq_id: Hashable) -> int | None:
+        return self.arena.extent(seq_id).start
+
+    def usage(self) -> MemoryUsage:
+        return MemoryUsage(sum(self.lengths.values()), self.arena.reserved, self.arena.capacity)
+
 
 class Schedulable(Protocol):
-    """A sequence as the scheduler sees it."""
+    """A sequence as the scheduler sees it: an id and its tokens so far.
+
+    It may also have ``token_ids`` (for the prefix cache) and ``num_seqs`` (the sequences it
+    will become: ``n`` for a request that forks into ``n`` samples after its prefill).
+    """
 
     seq_id: Hashable
 
     @property
     def num_tokens(self) -> int:
-        """Tokens whose K/V must be in memory when it runs: prompt plus everything generated."""
+        """Tokens whose K/V must be in memory before it can sample its next token."""
 
 
 def token_ids_of(seq: Schedulable) -> Sequence[int] | None:
-    """The sequence's token ids if it has them (the engine's requests), else None (the simulator's)."""
+    """The sequence's token ids if it has them (the engine's requests), else None."""
     return getattr(seq, "token_ids", None)
+
+
+def seats_of(seq: Schedulable) -> int:
+    """Places it takes under ``max_num_seqs``: every sample of an ``n > 1`` request counts."""
+    return getattr(seq, "num_seqs", 1)
+
+
+@dataclass(frozen=True)
+class ScheduledSeq:
+    """One sequence's share of a step."""
+
+    seq: Schedulable
+    num_new_tokens: int          # tokens computed in this step
+    num_computed_tokens: int     # tokens whose K/V were in memory before it (a cached prefix included)
+    is_prefill: bool             # it is computing its prompt (or recomputing after a preemption)
+    samples: bool                # the step reaches its last token: its logits give the next token
+    block_ids: list[int] | None  # its block table after this step's growth (paged); the live list
+    kv_start: int | None         # the first slot of its reservation (contiguous)
+
+    @property
+    def seq_len(self) -> int:
+        """Its context length once this step's tokens are in."""
+        return self.num_computed_tokens + self.num_new_tokens
 
 
 @dataclass
 class ScheduledStep:
-    """One step's decisions."""
+    """One step's decisions: what runs, what was preempted or failed, which blocks to copy first."""
 
-    prefills: list[Schedulable] = field(default_factory=list)   # admitted now: compute all their tokens
-    decodes: list[Schedulable] = field(default_factory=list)    # running: one new token each
-    preempted: list[Schedulable] = field(default_factory=list)  # released, back at the queue's front
-    failed: list[Schedulable] = field(default_factory=list)     # can never fit: removed, with a reason
+    scheduled: list[ScheduledSeq] = field(default_factory=list)
+    admitted: list[Schedulable] = field(default_factory=list)    # admitted in this step
+    preempted: list[Schedulable] = field(default_factory=list)   # released, back at the queue's front
+    failed: list[Schedulable] = field(default_factory=list)      # can never fit: removed, with a reason
+    copies: list[tuple[int, int]] = field(default_factory=list)  # copy-on-write (source, destination) blocks
+
+    @property
+    def prefills(self) -> list[Schedulable]:
+        """Sequences computing (a chunk of) their prompt in this step."""
+        return [s.seq for s in self.scheduled if s.is_prefill]
+
+    @property
+    def decodes(self) -> list[Schedulable]:
+        """Sequences bringing the one token they sampled last step."""
+        return [s.seq for s in self.scheduled if not s.is_prefill]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
 
     @property
     def is_empty(self) -> bool:
-        return not (self.prefills or self.decodes)
+        return not self.scheduled
 
 
 class Scheduler:
-    """First come, first served admission; preemption of the newest by recompute."""
+    """Grow the running (preempting the newest), then admit first come first served, under a token budget.
 
-    def __init__(self, memory: KVMemory, max_num_seqs: int | None = None) -> None:
-        if max_num_seqs is not None and max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs must be >= 1 or None, got {max_num_seqs}")
+    ``max_num_seqs`` caps the running sequences (each sample of an ``n > 1`` request counts);
+    ``max_num_batched_tokens`` caps the tokens computed per step (None: no cap, every prompt
+    is prefilled whole).
+    """
+
+    def __init__(self, memory: KVMemory, max_num_seqs: int | None = None,
+                 max_num_batched_tokens: int | None = None) -> None:
+        for name, value in (("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         self.memory = memory
         self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
         self.waiting: deque[Schedulable] = deque()
         self.running: list[Schedulable] = []
         self.num_preemptions = 0
+        self.counts = TokenCounts()
+        self._computed: dict[Hashable, int] = {}       # running sequence -> tokens with K/V in memory
+        self._prompt_end: dict[Hashable, int] = {}     # running sequence -> tokens its (re)prefill covers
+        self._preempted: set[Hashable] = set()         # waiting sequences that ran before
 
     def add(self, seq: Schedulable) -> None:
         """Queue a sequence; refuses one that could never fit, before anything changes."""
@@ -175,56 +349,118 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def schedule(self) -> ScheduledStep:
-        """Admit what fits, then grow every other running sequence by one token."""
-        step = ScheduledStep()
-        while self.waiting and (self.max_num_seqs is None or len(self.running) < self.max_num_seqs):
-            seq = self.waiting[0]
-            tokens = token_ids_of(seq)
-            if not self.memory.can_admit(seq.seq_id, seq.num_tokens, tokens):
-                if not self.running and not step.prefills:
-                    # It does not fit even in empty memory (it grew past it while running): fail it.
-                    step.failed.append(self.waiting.popleft())
-                    continue
-                break
-            self.waiting.popleft()
-            self.memory.admit(seq.seq_id, seq.num_tokens, tokens)
-            self.running.append(seq)
-            step.prefills.append(seq)
+    @property
+    def preempted(self) -> list[Schedulable]:
+        """Waiting sequences that ran before and were preempted: they will be recomputed."""
+        return [s for s in self.waiting if s.seq_id in self._preempted]
 
-        admitted = {id(s) for s in step.prefills}
-        for seq in list(self.running):
-            if id(seq) in admitted or seq not in self.running:
+    def num_computed_tokens(self, seq: Schedulable) -> int:
+        """Tokens of a running sequence whose K/V are in memory (after this step's forward pass)."""
+        return self._computed[seq.seq_id]
+
+    def schedule(self) -> ScheduledStep:
+        """Decide one step: grow the running sequences, then admit what fits in memory and budget."""
+        step = ScheduledStep()
+        budget = self.max_num_batched_tokens if self.max_num_batched_tokens is not None else float("inf")
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            computed = self._computed[seq.seq_id]
+            new = int(min(seq.num_tokens - computed, budget))
+            if new <= 0:
+                i += 1
                 continue
-            while not self.memory.can_grow(seq.seq_id):
+            while not self.memory.can_grow(seq.seq_id, new):
                 victim = self.running[-1]
+                if victim is seq and len(self.running) == 1:   # it has all the memory and still cannot grow
+                    self._remove(seq)
+                    step.failed.append(seq)
+                    break
                 self._preempt(victim, step)
                 if victim is seq:
                     break
-            if seq in self.running:
-                self.memory.grow(seq.seq_id)
-                step.decodes.append(seq)
+            if seq not in self.running:
+                continue
+            self.memory.grow(seq.seq_id, new)
+            self._schedule(step, seq, computed, new)
+            budget -= new
+            i += 1
+
+        while self.waiting and budget > 0 and not step.preempted:   # memory ran short this step: admit nobody
+            seq = self.waiting[0]
+            if not self.memory.fits_ever(seq.num_tokens):   # grew past the whole memory while it ran
+                step.failed.append(self.waiting.popleft())
+                self._preempted.discard(seq.seq_id)
+                continue
+            if self.max_num_seqs is not None and sum(map(seats_of, self.running)) + seats_of(seq) > self.max_num_seqs:
+                break
+            tokens = token_ids_of(seq)
+            cached = self.memory.cached_prefix(tokens)
+            upto = cached + int(min(seq.num_tokens - cached, budget))
+            head = None if tokens is None else list(tokens[:upto])
+            if not self.memory.can_admit(seq.seq_id, upto, head):
+                if not self.running:
+                    step.failed.append(self.waiting.popleft())
+                    self._preempted.discard(seq.seq_id)
+                    continue
+                break
+            self.waiting.popleft()
+            cached = self.memory.admit(seq.seq_id, upto, head)
+            if seq.seq_id in self._preempted:
+                self._preempted.discard(seq.seq_id)
+                self.counts.resumed_hit_tokens += cached
+            else:
+                self.counts.prompt_tokens += seq.num_tokens
+                self.counts.prefix_hit_tokens += cached
+            self.running.append(seq)
+            self._prompt_end[seq.seq_id] = seq.num_tokens
+            step.admitted.append(seq)
+            self._schedule(step, seq, cached, upto - cached)
+            budget -= upto - cached
+        step.copies = self.memory.take_copies()
         return step
+
+    def _schedule(self, step: ScheduledStep, seq: Schedulable, computed: int, new: int) -> None:
+        self._computed[seq.seq_id] = computed + new
+        self.memory.scheduled(seq)
+        is_prefill = computed < self._prompt_end[seq.seq_id]
+        self.counts.prefill_tokens += new if is_prefill else 0
+        step.scheduled.append(ScheduledSeq(
+            seq, new, computed, is_prefill=is_prefill,
+            samples=computed + new == seq.num_tokens,
+            block_ids=self.memory.block_ids(seq.seq_id), kv_start=self.memory.kv_start(seq.seq_id)))
 
     def fork(self, parent: Schedulable, child: Schedulable) -> None:
         """Run ``child`` beside its running ``parent``, sharing its memory; it is now the newest sequence."""
         if parent not in self.running:
             raise ValueError(f"sequence {parent.seq_id!r} is not running; only a running sequence can be forked")
+        if self.max_num_seqs is not None and sum(map(seats_of, self.running)) + seats_of(child) > self.max_num_seqs:
+            raise ValueError(f"forking {child.seq_id!r} would run more than max_num_seqs={self.max_num_seqs} sequences")
         self.memory.fork(parent.seq_id, child.seq_id)
         self.running.append(child)
+        self._computed[child.seq_id] = self._computed[parent.seq_id]
+        self._prompt_end[child.seq_id] = self._prompt_end[parent.seq_id]
 
-    def finish(self, seq: Schedulable) -> None:
-        """A running sequence is done: give its memory back."""
+    def finish(self, seq: Schedulable, *, release: bool = True) -> None:
+        """A running sequence is done: give its memory back.
+
+        ``release=False`` keeps its memory (its block table stays readable) for a caller that
+        inspects it afterwards and releases it itself (``memory.release``), as chapter 5's
+        static :func:`~pagedkv_edu.generate.generate` does.
+        """
+        if seq not in self.running:
+            raise ValueError(f"sequence {seq.seq_id!r} is not running")
+        self._remove(seq, release)
+
+    def _remove(self, seq: Schedulable, release: bool = True) -> None:
         self.running.remove(seq)
-        self.memory.release(seq.seq_id)
+        if release:
+            self.memory.release(seq.seq_id)
+        del self._computed[seq.seq_id], self._prompt_end[seq.seq_id]
 
     def _preempt(self, victim: Schedulable, step: ScheduledStep) -> None:
-        self.running.remove(victim)
-        self.memory.release(victim.seq_id)
-        if victim in step.prefills:
-            step.prefills.remove(victim)
-        if victim in step.decodes:
-            step.decodes.remove(victim)
+        self._remove(victim)
         self.waiting.appendleft(victim)
+        self._preempted.add(victim.seq_id)
         step.preempted.append(victim)
         self.num_preemptions += 1

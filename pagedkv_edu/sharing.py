@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
+from .checks import check_whole
 from .workload import MAX_SEQ_LEN, Request
 
 SHOT_TOKENS = 160
@@ -33,8 +34,7 @@ def few_shot_variant(requests: list[Request], shots: int = 5, *, length_scale: f
     Pass the ``length_scale`` the requests were drawn with, so the examples shrink alike.
     Prompts grow by the same amount, so pair the variant with :func:`few_shot_max_seq_len`.
     """
-    if not isinstance(shots, int) or shots < 0:
-        raise ValueError(f"shots must be a non-negative integer, got {shots!r}")
+    check_whole("shots", shots)
     extra = round(shots * SHOT_TOKENS * length_scale)
     return [dataclasses.replace(r, prompt_len=r.prompt_len + extra, shared_prefix_len=r.shared_prefix_len + extra)
             for r in requests]

@@ -33,11 +33,11 @@ from typing import Iterable
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
+from .checks import check_whole
 from .contiguous import ALLOCATORS, BuddyArena, ContiguousArena, make_arena, reservation_size
-from .scheduler import ContiguousMemory, PagedMemory, Scheduler
+from .scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
-POLICIES = ("contiguous", "paged")
 WASTE_KINDS = ("over_reserved", "internal", "external")
 
 
@@ -214,6 +214,7 @@ def simulate(
     prompt_seed: int = 0,
     max_steps: int = 1_000_000,
     snapshot_steps: Iterable[int] = (),
+    max_num_batched_tokens: int | None = None,
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
@@ -223,7 +224,12 @@ def simulate(
     requests can grow without immediate preemption. ``enable_prefix_caching`` (paged only)
     gives the prompts token ids drawn with ``vocab_size`` and ``prompt_seed`` and shares
     cached blocks between them. ``snapshot_steps`` (contiguous only) records the arena's
-    layout at those steps, for drawing it as a strip with its holes.
+    layout at those steps, for drawing it as a strip with its holes. ``max_num_batched_tokens``
+    caps the tokens computed per step (chunked prefill, as the engine does); the default, no
+    cap, prefills every admitted prompt whole.
+
+    The loop is the engine's: the same :class:`~pagedkv_edu.scheduler.Scheduler` owns the
+    memory and decides each step, and a :class:`StandInRunner` takes the model's place.
     """
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
     if policy not in POLICIES:
@@ -232,15 +238,12 @@ def simulate(
         raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")
     if enable_prefix_caching and policy != "paged":
         raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {policy!r}")
-    if not isinstance(kv_budget_tokens, int) or kv_budget_tokens <= 0:
-        raise ValueError(f"kv_budget_tokens must be a positive integer, got {kv_budget_tokens!r}")
+    check_whole("kv_budget_tokens", kv_budget_tokens, 1)
     if policy == "paged":
-        if not isinstance(block_size, int) or block_size <= 0:
-            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        check_whole("block_size", block_size, 1)
         if kv_budget_tokens < block_size:
             raise ValueError(f"kv_budget_tokens={kv_budget_tokens} is smaller than one block of {block_size} slots")
-        if not isinstance(watermark_blocks, int) or watermark_blocks < 0:
-            raise ValueError(f"watermark_blocks must be a non-negative integer, got {watermark_blocks!r}")
+        check_whole("watermark_blocks", watermark_blocks)
     if not reqs:
         raise ValueError("no requests to simulate")
     if len({r.request_id for r in reqs}) != len(reqs):
@@ -274,8 +277,9 @@ def simulate(
                        prefix_caching=enable_prefix_caching, allocator=allocator if arena else None)
     records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
     result.requests = list(records.values())
-    scheduler = Scheduler(memory)
-    pending = deque(_SimSequence(r.request_id, r.prompt_len, r,
+    scheduler = Scheduler(memory, max_num_batched_tokens=max_num_batched_tokens)
+    runner = StandInRunner(vocab_size)
+    pending = deque(_SimSequence(r.request_id, r,
                                  prompt_token_ids(r, vocab_size, prompt_seed) if enable_prefix_caching else None)
                     for r in reqs)
     snapshots = set(snapshot_steps)
@@ -284,81 +288,93 @@ def simulate(
         while pending and pending[0].request.arrival_step <= step:
             scheduler.add(pending.popleft())
         decided = scheduler.schedule()
-        for seq in decided.prefills:
-            cached = manager.num_cached_tokens(seq.seq_id) if manager is not None else 0
-            result.prefill_tokens += seq.num_tokens - cached
+        for seq in decided.admitted:
             if records[seq.seq_id].admit_step is None:
                 records[seq.seq_id].admit_step = step
-                result.prompt_tokens += seq.num_tokens
-                result.hit_tokens += cached
-            else:
-                result.resumed_hit_tokens += cached
-        for seq in decided.decodes:
-            seq.num_tokens += 1
-        if enable_prefix_caching:
-            assert manager is not None
-            for seq in decided.prefills + decided.decodes:   # this step's forward pass wrote their K/V
-                manager.mark_computed(seq.seq_id, seq.token_ids)
         for seq in decided.preempted:
             records[seq.seq_id].preemptions += 1
+        if decided.failed:   # cannot happen: every request was checked to fit the budget alone
+            raise RuntimeError(f"requests {[s.seq_id for s in decided.failed]} failed to fit the memory")
+        for seq, token in zip(*runner.execute(decided)):
+            seq.output.append(token)
         result.preemptions = scheduler.num_preemptions
 
         running = list(scheduler.running)
         head = scheduler.waiting[0] if scheduler.waiting else None
-        result.steps.append(_record(step, running, len(scheduler.waiting), head, manager, arena, reservations,
-                                    capacity))
+        result.steps.append(_record(step, running, len(scheduler.waiting), head, memory, arena, reservations))
         if arena is not None and step in snapshots:
             by_id = {s.seq_id: s for s in running}
             result.arena_snapshots[step] = [
-                ArenaSlice(e.owner, e.start, e.size, by_id[e.owner].num_tokens, by_id[e.owner].request.final_len)
+                ArenaSlice(e.owner, e.start, e.size, scheduler.num_computed_tokens(by_id[e.owner]),
+                           by_id[e.owner].request.final_len)
                 for e in arena.extents
             ]
 
-        for seq in [s for s in running if s.num_tokens == s.request.final_len]:
+        for seq in [s for s in running if scheduler.num_computed_tokens(s) == s.request.final_len]:
             scheduler.finish(seq)
             records[seq.seq_id].finish_step = step
 
         if not (pending or scheduler.has_unfinished):
+            counts = scheduler.counts
+            result.prompt_tokens, result.hit_tokens = counts.prompt_tokens, counts.prefix_hit_tokens
+            result.resumed_hit_tokens, result.prefill_tokens = counts.resumed_hit_tokens, counts.prefill_tokens
             if manager is not None and manager.prefix_cache is not None:
                 result.evictions = manager.prefix_cache.num_evictions
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
 
 
+class StandInRunner:
+    """The model runner of a simulation: no model, one stand-in token per sampling sequence.
+
+    The engine's runner turns a scheduled step into a forward pass and logits; memory does not
+    depend on what the tokens are, so this one returns, for every sequence whose step reached
+    its last token, the id ``vocab_size + seq_id``: outside the vocabulary, so a generated
+    token is never shared with another request through the prefix cache.
+    """
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def execute(self, step: ScheduledStep) -> tuple[list["_SimSequence"], list[int]]:
+        sampling = [s.seq for s in step.scheduled if s.samples]
+        return sampling, [self.vocab_size + seq.seq_id for seq in sampling]
+
+
 @dataclass
 class _SimSequence:
-    """A request in the simulation: ``num_tokens`` is how many slots its K/V fill now."""
+    """A request in the simulation: its prompt (ids only when the prefix cache needs them) and its stand-in tokens.
+
+    The simulation counts a request's K/V down to its last token: it finishes when its
+    memory holds ``final_len`` tokens (prompt plus output), one step after the engine would
+    have sampled its last token.
+    """
 
     seq_id: int
-    num_tokens: int
     request: Request
-    prompt: list[int] | None = None     # token ids, only when the prefix cache needs them
+    prompt: list[int] | None = None
+    output: list[int] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.request.prompt_len + len(self.output)
 
     @property
     def token_ids(self) -> list[int] | None:
-        """The prompt's ids, then one id per generated token (negative: never shared with anyone)."""
-        if self.prompt is None:
-            return None
-        return self.prompt + [-(self.seq_id + 1)] * (self.num_tokens - len(self.prompt))
+        return None if self.prompt is None else self.prompt + self.output
 
 
-def _record(
-    step: int,
-    running: list[_SimSequence],
-    num_waiting: int,
-    head: _SimSequence | None,
-    manager: BlockManager | None,
-    arena: ContiguousArena | BuddyArena | None,
-    reservations: dict[int, int],
-    capacity: int,
-) -> StepRecord:
-    used = sum(s.num_tokens for s in running)
-    if manager is not None:
-        internal = manager.waste_slots
-        return StepRecord(step, len(running), num_waiting, used, 0, internal, 0, capacity - used - internal)
-    assert arena is not None
-    over = sum(s.request.final_len - s.num_tokens for s in running)
+def _record(step: int, running: list[_SimSequence], num_waiting: int, head: _SimSequence | None,
+            memory: PagedMemory | ContiguousMemory, arena: ContiguousArena | BuddyArena | None,
+            reservations: dict[int, int]) -> StepRecord:
+    """Where the budget's slots are after one step, read from the scheduler's memory (a shared block once)."""
+    usage = memory.usage()
+    if arena is None:   # paged: the only waste is the empty tail of last blocks
+        internal = usage.held_slots - usage.stored_tokens
+        return StepRecord(step, len(running), num_waiting, usage.stored_tokens, 0, internal, 0,
+                          usage.capacity - usage.held_slots)
+    over = sum(s.request.final_len for s in running) - usage.stored_tokens
     internal = sum(arena.extent(s.seq_id).size - s.request.final_len for s in running)  # a buddy block's rounding too
     external = arena.stranded(reservations[head.seq_id]) if head is not None else 0
-    free = capacity - arena.reserved - external
-    return StepRecord(step, len(running), num_waiting, used, over, internal, external, free)
+    return StepRecord(step, len(running), num_waiting, usage.stored_tokens, over, internal, external,
+                      usage.capacity - arena.reserved - external)

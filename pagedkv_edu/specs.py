@@ -12,11 +12,45 @@ why its cache costs 32 KiB per token and not 128 KiB.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
-"""Bytes per element of the cache dtypes the book talks about."""
+from .checks import check_whole
+
+if TYPE_CHECKING:
+    import torch
+
+DTYPES: dict[str, tuple[str, int]] = {
+    "fp32": ("float32", 4), "fp16": ("float16", 2), "bf16": ("bfloat16", 2), "fp8": ("float8_e4m3fn", 1),
+}
+"""The book's one dtype table: each short name the book and the command line use, torch's name
+for it, and its bytes per element (torch's ``itemsize``, known here without importing torch)."""
+
+DTYPE_BYTES: dict[str, int] = {name: size for name, (_, size) in DTYPES.items()}
+"""Bytes per element by short name: a view of :data:`DTYPES`."""
+
+TORCH_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16")
+"""The dtypes this book computes in (fp8 is a storage format here: chapter 0 sizes it, nothing runs in it)."""
+
+
+def torch_dtype(name: str) -> "torch.dtype":
+    """The torch dtype of a short name (``"bf16"`` -> ``torch.bfloat16``); torch is imported only here."""
+    import torch
+
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
+    return getattr(torch, DTYPES[name][0])
+
+
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, bytes_per_element: int) -> int:
+    """layers x KV heads x head_dim x 2 (K and V) x bytes per element: the book's one KV-bytes formula.
+
+    A block of ``block_size`` tokens costs ``block_size`` times this; a batch reads it once per
+    token it holds.
+    """
+    return num_layers * num_kv_heads * head_dim * 2 * bytes_per_element
 
 KIB = 1024
 MIB = 1024**2
@@ -41,9 +75,10 @@ class ModelSpec:
     def __post_init__(self) -> None:
         for field in ("num_layers", "num_heads", "num_kv_heads", "head_dim", "hidden_size",
                       "intermediate_size", "vocab_size"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{self.name}: {field} must be a positive integer, got {value!r}")
+            try:
+                check_whole(field, getattr(self, field), 1, 2**40)
+            except ValueError as exc:
+                raise ValueError(f"{self.name}: {exc}") from None
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"{self.name}: num_heads={self.num_heads} is not a multiple of "
@@ -64,12 +99,12 @@ class ModelSpec:
     @property
     def kv_bytes_per_token(self) -> int:
         """layers x KV heads x head_dim x 2 (K and V) x bytes per element."""
-        return self.num_layers * self.num_kv_heads * self.head_dim * 2 * self.bytes_per_element
+        return kv_bytes_per_token(self.num_layers, self.num_kv_heads, self.head_dim, self.bytes_per_element)
 
     def kv_bytes(self, tokens: int, requests: int = 1) -> int:
         """KV bytes for ``requests`` sequences of ``tokens`` tokens each."""
-        if tokens < 0 or requests < 0:
-            raise ValueError(f"tokens and requests must be >= 0, got tokens={tokens}, requests={requests}")
+        check_whole("tokens", tokens)
+        check_whole("requests", requests)
         return self.kv_bytes_per_token * tokens * requests
 
     @property
@@ -115,16 +150,31 @@ def get_spec(name: str) -> ModelSpec:
 
 
 def spec_from_config(config: Any, name: str | None = None, dtype: str = "bf16") -> ModelSpec:
-    """A spec from a transformers config (an object such as ``LlamaConfig``, or its dict)."""
-    cfg = config if isinstance(config, dict) else config.to_dict()
+    """A spec from a transformers config (an object such as ``LlamaConfig``, or its dict).
+
+    Every field is checked, with the config's own key in the message, before any arithmetic.
+    """
+    cfg = config.to_dict() if hasattr(config, "to_dict") else config
+    if not isinstance(cfg, dict):
+        raise ValueError(f"a model config must be a JSON object (a transformers config.json), "
+                         f"got a {type(cfg).__name__}")
+    label = str(name or cfg.get("_name_or_path") or cfg.get("model_type") or "custom")
+    missing = [k for k in ("num_attention_heads", "num_hidden_layers", "hidden_size", "intermediate_size",
+                           "vocab_size") if k not in cfg]
+    if missing:
+        raise ValueError(f"{label}: the config has no {', '.join(missing)}")
+    for key in ("num_attention_heads", "hidden_size"):
+        try:
+            check_whole(key, cfg[key], 1)
+        except ValueError as exc:
+            raise ValueError(f"{label}: {exc}") from None
     heads = cfg["num_attention_heads"]
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     return ModelSpec(
-        name=name or cfg.get("_name_or_path") or cfg.get("model_type", "custom"),
+        name=label,
         num_layers=cfg["num_hidden_layers"],
         num_heads=heads,
         num_kv_heads=cfg.get("num_key_value_heads") or heads,
-        head_dim=head_dim,
+        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
         hidden_size=cfg["hidden_size"],
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
@@ -133,8 +183,24 @@ def spec_from_config(config: Any, name: str | None = None, dtype: str = "bf16") 
     )
 
 
+def load_config(path: str | Path) -> ModelSpec:
+    """The spec of a transformers ``config.json`` file; a clear ``ValueError`` for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; give the path of its config.json")
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable JSON config: {exc}") from None
+    return spec_from_config(config, name=str(path))
+
+
 def format_bytes(n: float) -> str:
     """Binary units, as the seeds use them (32 KiB, 1.5 GiB)."""
+    if abs(n) >= 2**80:
+        return f"about 2**{int(abs(n)).bit_length() - 1} B"    # past a float's exact range: no rounding lies
     for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}".replace(".00 ", " ")

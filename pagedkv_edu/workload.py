@@ -5,12 +5,20 @@ of retrieved hotel context and a 25-token query (625-1,025 tokens in all). Its o
 100-500 tokens, unknown to the engine until it ends; the model's context is 2,048 tokens.
 
 Every chapter draws the same requests from the same seed, so the numbers of chapter 1
-(contiguous), chapter 2 (paged), chapter 6 (real engine) and chapter 8 (block sizes) are
+(contiguous), chapter 2 (paged), chapter 6 (real engine) and chapter 9 (block sizes) are
 about the same 50 requests.
+
+The memory chapters need only lengths (:func:`copilot50`) and stand-in ids
+(:func:`prompt_token_ids`). A real model deserves real prompts: :func:`consultant_prompts`
+writes each request as text, a travel assistant's system prompt, hotel listings as the
+retrieved context and a consultant's question, from templates in this module (seeded, no
+download), and tokenizes it to exactly the request's lengths. The shared system prompt is the
+same text, hence the same ids, in every request: that is what prefix caching finds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,3 +113,104 @@ def prompt_token_ids(request: Request, vocab_size: int, seed: int = 0, *, low: i
         low, vocab_size, size=max(0, request.prompt_len - request.shared_prefix_len)
     )
     return [int(t) for t in np.concatenate([shared, own])[: request.prompt_len]]
+
+
+# --- real text -----------------------------------------------------------------------------
+SYSTEM_PROMPT = (
+    "You are OptiVerse Copilot, the booking assistant of a travel agency. Consultants ask you which "
+    "hotels still have rooms for their customers during the peak season. Answer only from the hotel "
+    "listings given below the question's context; if no hotel matches, say so. For every hotel that "
+    "matches, give its name, district, nightly price in New Taiwan dollars, rooms left, and one line on "
+    "why it suits the customer. Keep the answer short and factual, list the cheapest hotel first, never "
+    "invent a hotel, a price or a room, and remind the consultant that availability changes quickly "
+    "at this time of year, so a booking should be confirmed with the hotel before the customer pays. "
+    "Use the customer's dates exactly as the consultant gives them, and mention breakfast, parking and "
+    "airport transfer only when the listing does. If the consultant asks for something the listings do not "
+    "cover, such as flights, tours or visas, say that you only know the hotels below and suggest the "
+    "agency's travel desk instead. "
+)
+_NAMES = ("Harbour", "Lantern", "Jade", "Maple", "Riverside", "Summit", "Orchid", "Cedar", "Pearl",
+          "Camphor", "Sunrise", "Old Street", "Tea Garden", "Hot Spring", "Lighthouse", "Bamboo")
+_KINDS = ("Hotel", "Inn", "Suites", "Resort", "Guesthouse", "Boutique Hotel")
+_CITIES = {"Taipei": ("Da'an", "Xinyi", "Zhongshan", "Wanhua", "Beitou"),
+           "Tainan": ("West Central", "Anping", "East"),
+           "Hualien": ("Hualien City", "Xincheng", "Shoufeng"),
+           "Taichung": ("West", "Nantun", "Xitun"),
+           "Kaohsiung": ("Cianjin", "Lingya", "Gushan")}
+_AMENITIES = ("breakfast included", "free parking", "airport transfer", "family rooms", "hot spring bath",
+              "rooftop pool", "bicycle rental", "late check-out", "sea view", "near the MRT station",
+              "pets allowed", "24-hour front desk")
+_QUESTIONS = (
+    "Which hotels in {city} still have a double room for two adults from {date}, under {price} dollars a night?",
+    "My customer needs {rooms} rooms in {city} from {date}, close to public transport. What is still free?",
+    "Is there a family room in {city} from {date} with breakfast, at most {price} dollars a night?",
+    "A couple arriving in {city} on {date} wants a quiet hotel with parking. Which ones have rooms left?",
+)
+_DATES = ("Friday the 6th", "the Lunar New Year weekend", "Saturday the 14th", "the 2nd to the 5th",
+          "Thursday the 19th", "the long weekend")
+
+
+def _listing(rng: np.random.Generator, number: int) -> str:
+    city = list(_CITIES)[int(rng.integers(len(_CITIES)))]
+    district = _CITIES[city][int(rng.integers(len(_CITIES[city])))]
+    name = f"{_NAMES[int(rng.integers(len(_NAMES)))]} {_KINDS[int(rng.integers(len(_KINDS)))]}"
+    amenities = ", ".join(str(a) for a in rng.choice(_AMENITIES, size=3, replace=False))
+    return (f"[{number}] {name}, {district} District, {city}. {int(rng.integers(1, 13))} rooms left; "
+            f"{int(rng.integers(18, 90)) * 100} dollars a night; rated {rng.integers(30, 50) / 10:.1f}; "
+            f"{amenities}.\n")
+
+
+def _question(rng: np.random.Generator) -> str:
+    template = _QUESTIONS[int(rng.integers(len(_QUESTIONS)))]
+    return "\nQuestion: " + template.format(city=list(_CITIES)[int(rng.integers(len(_CITIES)))],
+                                            date=_DATES[int(rng.integers(len(_DATES)))],
+                                            rooms=int(rng.integers(2, 5)), price=int(rng.integers(25, 60)) * 100)
+
+
+def _exactly(encode: Callable[[str], list[int]], write: Callable[[int], str], n: int) -> list[int]:
+    """``n`` token ids of text from ``write(i)`` pieces, appended until long enough, then cut."""
+    ids: list[int] = []
+    i = 0
+    while len(ids) < n:
+        ids += encode(write(i))
+        i += 1
+    return ids[:n]
+
+
+def consultant_prompts(requests: Sequence[Request], tokenizer: object, seed: int = 0, *,
+                       length_scale: float = 1.0) -> list[list[int]]:
+    """The requests' prompts as real text, tokenized to exactly each request's lengths.
+
+    Every prompt is ``shared_prefix_len`` ids of the system prompt (followed, for the few-shot
+    variant's longer shared part, by worked examples: a listing and an answer), then hotel
+    listings as the retrieved context, then a consultant's question of ``QUERY_TOKENS ×
+    length_scale`` tokens. Each part is tokenized on its own and cut to its length, so lengths,
+    and hence every memory figure, are those of :func:`copilot50`; the text is seeded by the
+    request's id. ``tokenizer`` is a Hugging Face tokenizer (anything with ``encode``).
+    """
+    if not hasattr(tokenizer, "encode"):
+        raise TypeError(f"tokenizer must have an encode() method, got {type(tokenizer).__name__}")
+    if not 0 < length_scale <= 1:
+        raise ValueError(f"length_scale must be in (0, 1], got {length_scale}")
+
+    def encode(text: str) -> list[int]:
+        return [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]   # type: ignore[attr-defined]
+
+    shared_rng = np.random.default_rng([seed, 2])
+    longest = max((r.shared_prefix_len for r in requests), default=0)
+    shared = _exactly(encode, lambda i: SYSTEM_PROMPT if i == 0 else
+                      "Example listing: " + _listing(shared_rng, i) + "Example answer: it has rooms; confirm first.\n",
+                      longest)
+    query_len = max(1, round(QUERY_TOKENS * length_scale))
+    prompts = []
+    for r in requests:
+        if r.prompt_len <= r.shared_prefix_len:   # all of it is system prompt (as prompt_token_ids does)
+            prompts.append(shared[: r.prompt_len])
+            continue
+        own = r.prompt_len - r.shared_prefix_len
+        rng = np.random.default_rng([seed, 3, r.request_id])
+        question = _exactly(encode, lambda i: _question(rng), min(query_len, own))
+        context = _exactly(encode, lambda i: ("\nHotel listings:\n" if i == 0 else "") + _listing(rng, i),
+                           own - len(question))
+        prompts.append(shared[: r.shared_prefix_len] + context + question)
+    return prompts

@@ -20,7 +20,7 @@ from pagedkv_edu.attention import (
     sdpa_decode_attention,
     store_kv,
 )
-from pagedkv_edu.attention.batch import random_paged_batch
+from pagedkv_edu.bench.batch import random_paged_batch
 from pagedkv_edu.attention.triton_decode import MAX_SPLITS, choose_num_splits, launch_config, splits_for
 
 DEVICE = runtime.device()
@@ -244,7 +244,7 @@ def test_decode_rejects_device_mismatch() -> None:
 
 def test_decode_rejects_bad_options() -> None:
     args = _decode_args()
-    with pytest.raises(ValueError, match=r"unknown backend 'cuda'"):
+    with pytest.raises(ValueError, match=r"unknown attention backend 'cuda'"):
         paged_decode_attention(**args, backend="cuda")
     with pytest.raises(ValueError, match=rf"num_splits must be None or an integer in 1..{MAX_SPLITS}, got 0"):
         paged_decode_attention(**args, num_splits=0)

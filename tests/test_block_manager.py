@@ -174,3 +174,22 @@ def test_slot_mapping_past_the_table_is_refused(busy: BlockManager) -> None:
 def test_bad_sizes_are_refused(kwargs, bad) -> None:
     with pytest.raises(ValueError, match=bad):
         BlockManager(**kwargs)
+
+
+def test_pools_and_managers_display_as_pictures_once_the_views_register_a_formatter() -> None:
+    """The memory layer imports no view; ``setup()`` has ``viz`` register the picture with IPython."""
+    from types import SimpleNamespace
+
+    from IPython.core.formatters import DisplayFormatter
+
+    from pagedkv_edu.viz import register_formatters
+
+    shell = SimpleNamespace(display_formatter=DisplayFormatter())
+    m = BlockManager(4, 4)
+    m.add_sequence("a", 5)
+    assert "image/svg+xml" not in shell.display_formatter.format(m)[0]
+    assert register_formatters(shell)
+    for obj in (m, m.pool):
+        svg = shell.display_formatter.format(obj)[0]["image/svg+xml"]
+        assert svg.startswith("<svg") and "<rect" in svg
+    assert not hasattr(m, "_repr_mimebundle_") and not hasattr(m.pool, "_repr_mimebundle_")

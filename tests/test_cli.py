@@ -6,6 +6,10 @@ import contextlib
 import functools
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from transformers import LlamaConfig
@@ -14,6 +18,8 @@ from pagedkv_edu.cli import main
 from pagedkv_edu.simulate import simulate
 from pagedkv_edu.specs import get_spec
 from pagedkv_edu.workload import copilot50
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -90,9 +96,7 @@ def test_kv_size_from_a_transformers_config_json(tmp_path) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["--model", "gpt-9"], "unknown model 'gpt-9'"),
-    (["--tokens", "-1"], "tokens=-1"),
-    (["--requests", "-2"], "requests=-2"),
-    (["--model", "/nonexistent/config.json"], "/nonexistent/config.json"),
+    (["--model", "/nonexistent/config.json"], "/nonexistent/config.json: no such file"),
 ])
 def test_kv_size_errors_exit_2_with_the_bad_value(capsys, argv, message) -> None:
     code, out, err = run(capsys, "kv-size", *argv, "--json")
@@ -157,9 +161,8 @@ def test_simulate_table(capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--kv-budget-tokens", "0"], "kv_budget_tokens must be a positive integer, got 0"),
-    (["--kv-budget-tokens", "-5"], "got -5"),
-    (["--policy", "paged", "--block-size", "0"], "block_size must be a positive integer, got 0"),
+    (["--policy", "paged", "--block-size", "1", "--kv-budget-tokens", str(2**25)],
+     "--kv-budget-tokens 33554432 at --block-size 1 is 33,554,432 blocks"),
     (["--policy", "contiguous", "--kv-budget-tokens", "2000"], "can never fit in a budget of 2000 tokens"),
     (["--policy", "paged", "--kv-budget-tokens", "8"], "kv_budget_tokens=8 is smaller than one block of 16"),
     (["--policy", "paged", "--block-size", "64", "--kv-budget-tokens", "32"], "smaller than one block of 64"),
@@ -174,7 +177,13 @@ def test_simulate_errors_exit_2_with_the_bad_value(capsys, argv, message) -> Non
     (["simulate", "--policy", "lru"], "'lru'"),
     (["simulate", "--workload", "nope"], "'nope'"),
     (["kv-size", "--dtype", "int3"], "'int3'"),
-    (["kv-size", "--tokens", "many"], "'many'"),
+    (["kv-size", "--tokens", "many"], "argument --tokens: must be a whole number in 0..1099511627776, got 'many'"),
+    (["kv-size", "--tokens", "-1"], "argument --tokens: must be a whole number in 0..1099511627776, got -1"),
+    (["kv-size", "--requests", "-2"], "argument --requests: must be a whole number in 0..1073741824, got -2"),
+    (["simulate", "--kv-budget-tokens", "0"], "argument --kv-budget-tokens: must be a whole number in 1..33554432, got 0"),
+    (["simulate", "--kv-budget-tokens", "-5"], "argument --kv-budget-tokens: must be a whole number in 1..33554432, got -5"),
+    (["simulate", "--block-size", "0"], "argument --block-size: must be a whole number in 1..4096, got 0"),
+    (["simulate", "--seed", "1e3"], "argument --seed: must be a whole number in 0..4294967295, got '1e3'"),
     (["frobnicate"], "'frobnicate'"),
     ([], "required"),
 ])
@@ -182,7 +191,8 @@ def test_usage_errors_exit_2_naming_the_value(capsys, argv, bad) -> None:
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
-    assert bad in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert bad in err and err.count("\n") == 1        # one line: the command, the flag, the value
 
 
 def test_help_lists_the_commands(capsys) -> None:
@@ -191,3 +201,68 @@ def test_help_lists_the_commands(capsys) -> None:
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "kv-size" in out and "simulate" in out
+
+
+# --- no traceback, whatever the input (the outside tests' cases, through the real entry point) ----
+def run_module(*argv: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("PAGEDKV_TRACEBACK", None)
+    return subprocess.run([sys.executable, "-m", "pagedkv_edu", *argv], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=120)
+
+
+def write(path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_bad_input_through_python_m_is_one_line_naming_the_value(tmp_path) -> None:
+    """Each case the outside tests found, and its neighbours; two through ``python -m``, the rest through main()."""
+    huge = "9" * 400
+    config = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, vocab_size=100)
+    (tmp_path / "model.json").mkdir()
+    cases = [
+        (["kv-size", "--tokens", huge], "argument --tokens", "(400 characters)"),
+        (["kv-size", "--model", write(tmp_path / "zero.json", json.dumps({**config, "num_attention_heads": 0}))],
+         "num_attention_heads must be a whole number >= 1, got 0", "zero.json"),
+        (["kv-size", "--model", write(tmp_path / "list.json", "[1, 2]")], "must be a JSON object", "got a list"),
+        (["kv-size", "--model", str(tmp_path / "model.json")], "is a directory", "model.json"),
+        (["kv-size", "--model", write(tmp_path / "bad.json", "{not json")], "not a readable JSON config", "bad.json"),
+        (["kv-size", "--model", write(tmp_path / "half.json", '{"num_attention_heads": 4}')],
+         "the config has no num_hidden_layers", "half.json"),
+        (["kv-size", "--model", write(tmp_path / "true.json", json.dumps({**config, "num_attention_heads": True}))],
+         "num_attention_heads must be a whole number >= 1, got True", "true.json"),
+        (["simulate", "--kv-budget-tokens", "1000000000000"], "argument --kv-budget-tokens", "1000000000000"),
+    ]
+    for i, (argv, what, value) in enumerate(cases):
+        if i in (0, 3):         # the real entry point (an interpreter start each: a few seconds)
+            result = run_module(*argv)
+            code, out, err = result.returncode, result.stdout, result.stderr
+        else:
+            out_buf, err_buf = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out_buf), contextlib.redirect_stderr(err_buf):
+                try:
+                    code = main(argv)
+                except SystemExit as exit_:        # argparse refused a flag
+                    code = exit_.code
+            out, err = out_buf.getvalue(), err_buf.getvalue()
+        assert code == 2 and out == "", argv
+        assert "Traceback" not in err and err.count("\n") == 1, (argv, err)
+        assert what in err and value in err, (argv, err)
+
+
+def test_an_unexpected_failure_is_one_line_too(capsys, monkeypatch) -> None:
+    monkeypatch.setattr("pagedkv_edu.cli.get_spec", lambda name: 1 / 0)
+    code, out, err = run(capsys, "kv-size")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: unexpected ZeroDivisionError") and "PAGEDKV_TRACEBACK=1" in err
+
+
+def test_generate_and_the_benchmarks_do_not_import_the_command_line() -> None:
+    """``add_json_flag`` lives in a leaf module, so the engine never imports ``cli``."""
+    import pagedkv_edu.cli as cli
+    from pagedkv_edu import cli_args
+
+    assert cli.add_json_flag is cli_args.add_json_flag
+    for path in ("generate.py", "bench/attention.py", "bench/decode.py", "bench/serve.py"):
+        assert "from .cli import" not in (ROOT / "pagedkv_edu" / path).read_text().replace("..cli import", ".cli import"), path

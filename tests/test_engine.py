@@ -51,8 +51,8 @@ def test_matches_static_generation_and_loses_nothing_under_pressure(tiny) -> Non
     by_id = {o.request_id: o for o in outputs}
     for i, rid in enumerate(ids):                                       # recompute gives the same tokens
         assert by_id[rid].token_ids == reference[i], f"request {rid} (preempted {by_id[rid].num_preemptions}x)"
-    pool = engine.store.manager.pool
-    assert pool.num_free == pool.num_blocks and not engine.store.manager.tables   # all blocks back
+    pool = engine.block_manager.pool
+    assert pool.num_free == pool.num_blocks and not engine.block_manager.tables   # all blocks back
 
 
 def test_contiguous_baseline_gives_the_same_tokens_with_less_concurrency(tiny) -> None:
@@ -65,7 +65,7 @@ def test_contiguous_baseline_gives_the_same_tokens_with_less_concurrency(tiny) -
     assert [o.token_ids for o in out_p] == [o.token_ids for o in out_c]
     assert max(s.num_running for s in contiguous.history) == 256 // 64
     assert max(s.num_running for s in paged.history) > 256 // 64
-    assert contiguous.memory.arena.reserved == 0 and not contiguous.store.rows
+    assert contiguous.memory.arena.reserved == 0 and not contiguous.memory.lengths
 
 
 def test_seeded_sampling_is_reproducible_alone_or_in_a_crowd(tiny) -> None:
@@ -98,7 +98,7 @@ def test_every_request_too_large_is_refused_and_the_engine_stays_usable(tiny) ->
     for n in (40, 60, 100):
         with pytest.raises(ValueError, match=f"{n} tokens can never fit"):
             engine.add_request(list(range(100, 100 + n)), SamplingParams(max_tokens=1))
-    assert not engine.has_unfinished and engine.store.manager.pool.num_free == 8
+    assert not engine.has_unfinished and engine.block_manager.pool.num_free == 8
 
 
 def test_a_request_that_outgrows_the_whole_pool_fails_with_a_reason(tiny) -> None:
@@ -106,7 +106,7 @@ def test_a_request_that_outgrows_the_whole_pool_fails_with_a_reason(tiny) -> Non
     rid = engine.add_request(list(range(100, 120)), SamplingParams(max_tokens=40, ignore_eos=True))
     (out,) = _run_all(engine)
     assert out.request_id == rid and out.finish_reason.startswith("error")
-    assert engine.store.manager.pool.num_free == 8
+    assert engine.block_manager.pool.num_free == 8
 
 
 def test_bad_input_is_refused_before_anything_changes(tiny) -> None:
@@ -133,7 +133,7 @@ def test_max_tokens_zero_finishes_without_memory(tiny) -> None:
     rid = engine.add_request([101, 102, 103], SamplingParams(max_tokens=0))
     (out,) = engine.step()
     assert out.request_id == rid and out.token_ids == [] and out.finish_reason == "length"
-    assert not engine.has_unfinished and engine.store.manager.pool.num_used == 0
+    assert not engine.has_unfinished and engine.block_manager.pool.num_used == 0
 
 
 def test_a_stop_string_hit_on_the_first_token(tiny) -> None:
@@ -162,3 +162,107 @@ def test_stats_track_usage_and_throughput(tiny) -> None:
     assert all(0 < s.kv_utilisation <= 1 for s in engine.history)
     torch.testing.assert_close(torch.tensor(engine.history[0].kv_tokens), torch.tensor(
         sum(len(p) for p in _prompts(tiny, 4, seed=7))))
+
+
+# --- issue 13: one loop, chunked prefill, the caps and the defaults -------------------------------
+
+
+def test_chunked_prefill_and_mixed_steps_give_the_same_tokens(tiny) -> None:
+    """A token budget smaller than a prompt chunks it over steps, mixed with others' decodes."""
+    prompts = _prompts(tiny, 6, lo=10, hi=40, seed=4)
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    whole = _engine(tiny, max_num_batched_tokens=None).generate(prompts, params, use_tqdm=False)
+    engine = _engine(tiny, max_num_batched_tokens=16)
+    steps = []
+    while engine.has_unfinished or not steps:
+        if not steps:
+            for p in prompts:
+                engine.add_request(p, params)
+        engine.step()
+        steps.append(engine.last_step)
+    chunked = [engine.requests[i] for i in range(len(prompts))]
+    assert [r.output_token_ids for r in chunked] == [o.token_ids for o in whole]
+    assert all(s.num_tokens <= 16 for s in steps)
+    assert any(s.prefills and s.decodes for s in steps), "no step mixed a prefill chunk with decodes"
+    assert any(not s.samples for st in steps for s in st.scheduled), "no prompt was split into chunks"
+
+
+def test_max_num_seqs_counts_every_sample(tiny) -> None:
+    engine = _engine(tiny, max_num_seqs=2)
+    prompts = _prompts(tiny, 2, seed=5)
+    engine.add_request(prompts[0], SamplingParams(max_tokens=4, n=2, ignore_eos=True))
+    engine.add_request(prompts[1], SamplingParams(max_tokens=4, ignore_eos=True))
+    peak = 0
+    while engine.has_unfinished:
+        engine.step()
+        peak = max(peak, len(engine.scheduler.running))
+    assert peak == 2
+    with pytest.raises(ValueError, match="max_num_seqs=2"):
+        engine.add_request(prompts[0], SamplingParams(n=3))
+
+
+def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tiny) -> None:
+    """Llama-3.2-1B's 131,072-token context must not become the per-sequence reservation."""
+    import dataclasses
+
+    from pagedkv_edu.engine.engine import DEFAULT_MAX_SEQ_LEN
+    from pagedkv_edu.model.llama import Llama
+
+    m = tiny.model
+    long = Llama(dataclasses.replace(m.config, max_position_embeddings=131_072), m.embed, m.layers, m.final_norm,
+                 m.lm_head)
+    engine = LLMEngine(long, policy="contiguous")
+    assert engine.max_seq_len == DEFAULT_MAX_SEQ_LEN == 2048 and engine.memory.arena.capacity == 10 * 2048
+    assert LLMEngine(long).max_seq_len == 131_072          # paged reserves nothing: the whole context
+    out = engine.generate([_prompts(tiny, 1, seed=6)[0]], SamplingParams(max_tokens=3, ignore_eos=True),
+                          use_tqdm=False)
+    assert len(out[0].token_ids) == 3
+
+
+def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, monkeypatch) -> None:
+    """Every layer of a step reuses the step's gather indices: they are built once, at its first layer."""
+    from pagedkv_edu.model.kv_store import PagedKVStore
+
+    built = []
+    original = PagedKVStore._gather_plan
+
+    def counting(self, meta):
+        plan = original(self, meta)
+        if not built or built[-1][0] is not meta:
+            built.append((meta, plan))
+        return plan
+
+    monkeypatch.setattr(PagedKVStore, "_gather_plan", counting)
+    engine = _engine(tiny)
+    engine.generate(_prompts(tiny, 3, seed=7), SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
+    assert len(built) == len(engine.history)   # one plan per step, whatever the number of layers
+
+
+def test_mixed_steps_on_the_triton_decode_kernel_give_the_torch_tokens(tiny) -> None:
+    """Decode rows of a mixed step go through the Triton kernel (interpreted on a CPU), prefill rows beside them."""
+    prompts = _prompts(tiny, 3, lo=6, hi=14, seed=8)
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    torch_out = _engine(tiny, max_num_batched_tokens=8).generate(prompts, params, use_tqdm=False)
+    engine = _engine(tiny, max_num_batched_tokens=8, backend="triton")
+    triton_out = engine.generate(prompts, params, use_tqdm=False)
+    assert [o.token_ids for o in triton_out] == [o.token_ids for o in torch_out]
+
+
+def test_the_runner_keeps_one_block_table_row_per_sequence_and_writes_only_what_changed(tiny) -> None:
+    from pagedkv_edu.engine.model_runner import ModelRunner
+    from pagedkv_edu.model.kv_store import PagedKVStore
+
+    runner = ModelRunner(tiny.model, PagedKVStore(tiny.model.config, 16, 4), max_seq_len=64)
+    table = [3, 5]
+    row = runner._row("a", table)
+    assert runner.block_table[row, :3].tolist() == [3, 5, -1]
+    table += [7]                                   # a new block: only the new entry is written
+    runner.block_table[row, 0] = 99                # (a stale entry stays stale: proof nothing else was rewritten)
+    assert runner._row("a", table) == row and runner.block_table[row, :3].tolist() == [99, 5, 7]
+    table[-1] = 8                                  # copy-on-write replaced the last block
+    runner._row("a", table)
+    assert runner.block_table[row, :3].tolist() == [99, 5, 8]
+    rows = {runner._row(f"s{i}", [i]) for i in range(20)}   # more sequences than rows: the table grows
+    assert len(rows | {row}) == 21 and runner.block_table.shape[0] >= 21
+    runner.release("a")
+    assert runner._row("b", [1]) == row and runner.block_table[row, :2].tolist() == [1, -1]

@@ -54,7 +54,7 @@ def test_prefix_caching_changes_no_token_and_computes_only_the_uncached_tail(tin
     assert [o.token_ids for o in again] == [o.token_ids for o in plain[:2]]
     assert [o.num_cached_tokens for o in again] == [len(prompts[0]) - 1 - (len(prompts[0]) - 1) % B,
                                                     len(prompts[1]) - 1 - (len(prompts[1]) - 1) % B]
-    assert engine.store.manager.pool.num_free == engine.store.manager.pool.num_blocks
+    assert engine.block_manager.pool.num_free == engine.block_manager.pool.num_blocks
 
 
 def test_a_preempted_request_resumes_through_the_cache_with_the_same_tokens(tiny) -> None:
@@ -88,7 +88,7 @@ def test_parallel_sampling_forks_and_gives_the_tokens_of_independent_requests(ti
                                                                 ignore_eos=True) for i in range(3)], use_tqdm=False)
     assert [c.token_ids for c in forked.completions] == [o.token_ids for o in alone]
     assert len({tuple(o.token_ids) for o in alone}) > 1    # the samples really differ
-    blocks = [max(s.kv_usage for s in e.history) * e.store.manager.pool.num_blocks
+    blocks = [max(s.kv_usage for s in e.history) * e.block_manager.pool.num_blocks
               for e in (forked_engine, alone_engine)]
     assert blocks[0] < blocks[1]                           # the prompt is held once, not three times
     assert forked.num_preemptions == 0 and forked.finish_reason == "length"
@@ -99,7 +99,7 @@ def test_edge_cases_and_bad_input(tiny) -> None:
     rid = engine.add_request([101, 102, 103], SamplingParams(max_tokens=0, n=3))
     (out,) = engine.step()
     assert out.request_id == rid and [c.token_ids for c in out.completions] == [[], [], []]
-    with pytest.raises(ValueError, match="n must be a positive integer"):
+    with pytest.raises(ValueError, match=r"n \(the number of completions\) must be a whole number >= 1"):
         SamplingParams(n=0)
     with pytest.raises(ValueError, match="needs policy='paged'"):
         _engine(tiny, policy="contiguous", enable_prefix_caching=True)

@@ -450,7 +450,7 @@ def test_assembled_random_mixed_batches(seed):
     """Random steps (query lengths 0, 1 and many; prefix hits mid-block; GQA 1, 3, 4) against float64."""
     import random
 
-    from pagedkv_edu.attention.batch import random_paged_batch
+    from pagedkv_edu.bench.batch import random_paged_batch
 
     rng = random.Random(seed)
     B = rng.choice([3, 5, 6, 12])
@@ -473,7 +473,7 @@ def test_assembled_random_mixed_batches(seed):
 def test_assembled_kernel_is_a_paged_attention_backend():
     """CONTRACT A: the dispatcher validates, then calls the assembled kernel; it names it custom:<name>."""
     from pagedkv_edu.attention import kernel_name, paged_attention
-    from pagedkv_edu.attention.batch import random_paged_batch
+    from pagedkv_edu.bench.batch import random_paged_batch
 
     batch = random_paged_batch([9, 4], 5, 6, 2, 8, torch.float32, "cpu", seed=3)
     qsl = torch.tensor([0, 3, 4], dtype=torch.int32)

@@ -21,7 +21,7 @@ GRADER_IMPORT = re.compile(r"from pagedkv_edu\.exercises\.(ch0_1|ch2|ch3_4|ch5|c
 
 def _grader_cells() -> list[tuple[str, int, str]]:
     cells = []
-    for path in sorted(NOTEBOOKS.glob("0*.ipynb")):
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         for i, cell in enumerate(json.loads(path.read_text())["cells"]):
             source = "".join(cell["source"])
             if cell["cell_type"] == "code" and GRADER_IMPORT.search(source):
@@ -33,8 +33,9 @@ GRADER_CELLS = _grader_cells()
 
 
 def test_every_grader_has_a_cell() -> None:
-    assert len(GRADER_CELLS) == 11   # kv bytes, first fit, slot mapping, append, gather, online softmax,
-    # step layout, admission, copy-on-write, cached prefix, last-block waste
+    assert len(GRADER_CELLS) == 10   # kv bytes, first fit, slot mapping, append, gather, step layout,
+    # admission, copy-on-write, cached prefix, last-block waste (chapter 4's online softmax is now a Triton
+    # piece, graded by exercises.ch4_triton)
 
 
 @pytest.mark.parametrize("notebook, index, source", GRADER_CELLS, ids=[f"{n}:{i}" for n, i, _ in GRADER_CELLS])

@@ -66,13 +66,20 @@ def test_generate_prints_which_kernels_ran(capsys):
 
 @pytest.mark.parametrize("argv, error, message", [
     (["--model", "gpt-5"], KeyError, "known models"),
-    (["--model", "tiny-random", "--max-new-tokens", "-1"], ValueError, "max_new_tokens"),
     (["--model", "tiny-random", "--num-blocks", "1", "--max-new-tokens", "40"], ValueError, "can never fit"),
 ])
 def test_generate_refusals(argv, error, message):
     args = parse(generate_module.register, ["generate", *argv])
     with pytest.raises(error, match=message):
         args.func(args)
+
+
+@pytest.mark.parametrize("flag, value", [("--max-new-tokens", "-1"), ("--num-blocks", "0"), ("--seed", "x"),
+                                         ("--block-size", "9" * 400)])
+def test_generate_flags_are_refused_by_name(capsys, flag, value):
+    with pytest.raises(SystemExit):
+        parse(generate_module.register, ["generate", "--model", "tiny-random", flag, value])
+    assert f"argument {flag}: must be a whole number" in capsys.readouterr().err
 
 
 def test_bench_decode_on_the_tiny_model(capsys):

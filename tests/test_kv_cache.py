@@ -39,8 +39,8 @@ def test_from_budget_matches_llama_per_token_cost() -> None:
 
 
 @pytest.mark.parametrize("bad,message", [
-    (dict(num_blocks=0), r"num_blocks must be a positive integer, got 0"),
-    (dict(block_size=2.0), r"block_size must be a positive integer, got 2.0"),
+    (dict(num_blocks=0), r"num_blocks must be a whole number >= 1, got 0"),
+    (dict(block_size=2.0), r"block_size must be a whole number >= 1, got 2.0"),
     (dict(dtype=torch.int8), r"dtype torch.int8 is not supported"),
 ])
 def test_rejects_bad_shapes(bad, message) -> None:
@@ -52,7 +52,7 @@ def test_rejects_bad_shapes(bad, message) -> None:
 def test_from_budget_rejects_a_budget_below_one_block() -> None:
     with pytest.raises(ValueError, match=r"a budget of 100 bytes is smaller than one block \(1024 bytes"):
         PagedKVCache.from_budget(100, 2, 16, 1, 4, torch.float32, "cpu")
-    with pytest.raises(ValueError, match=r"budget_bytes must be a positive integer, got -5"):
+    with pytest.raises(ValueError, match=r"budget_bytes must be a whole number >= 1, got -5"):
         PagedKVCache.from_budget(-5, 2, 16, 1, 4, torch.float32, "cpu")
 
 

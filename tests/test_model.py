@@ -9,11 +9,15 @@ import pytest
 import torch
 
 from pagedkv_edu import runtime
+from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.block_pool import OutOfBlocksError
+from pagedkv_edu.contiguous import ContiguousArena
+from pagedkv_edu.engine.model_runner import plan_step
 from pagedkv_edu.generate import blocks_for, generate
 from pagedkv_edu.model import ContiguousKVStore, LlamaConfig, PagedKVStore, load_model
 from pagedkv_edu.model import loading
 from pagedkv_edu.model.kv_store import prefix_causal_attention
+from pagedkv_edu.scheduler import ContiguousMemory
 from pagedkv_edu.model.llama import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq
 
 
@@ -194,15 +198,15 @@ def test_prefill_over_a_cached_prefix_matches_one_shot_prefill(tiny):
     """A later chapter prefills only the uncached tail (prefix hit, recompute after preemption)."""
     prompt = random_prompts([23], seed=6)[0]
     model = tiny.model
-    whole = PagedKVStore(model.config, 16, 4)
-    logits_whole = model(torch.tensor(prompt), whole.plan(["s"], [23]), whole)
-    split = PagedKVStore(model.config, 16, 4)
-    model(torch.tensor(prompt[:10]), split.plan(["s"], [10]), split)          # the cached prefix
-    logits_split = model(torch.tensor(prompt[10:]), split.plan(["s"], [13]), split)
+    whole, whole_blocks = PagedKVStore(model.config, 16, 4), BlockManager(16, 4)
+    logits_whole = model(torch.tensor(prompt), plan_step(whole_blocks, ["s"], [23]), whole)
+    split, split_blocks = PagedKVStore(model.config, 16, 4), BlockManager(16, 4)
+    model(torch.tensor(prompt[:10]), plan_step(split_blocks, ["s"], [10]), split)          # the cached prefix
+    logits_split = model(torch.tensor(prompt[10:]), plan_step(split_blocks, ["s"], [13]), split)
     assert torch.allclose(logits_whole, logits_split, atol=1e-5)
     for layer in range(model.config.num_layers):
-        k_whole, _ = whole.cache.gather(layer, whole.table("s").block_ids, 23)
-        k_split, _ = split.cache.gather(layer, split.table("s").block_ids, 23)
+        k_whole, _ = whole.cache.gather(layer, whole_blocks.table("s").block_ids, 23)
+        k_split, _ = split.cache.gather(layer, split_blocks.table("s").block_ids, 23)
         assert torch.allclose(k_whole, k_split, atol=1e-6)
 
 
@@ -226,12 +230,13 @@ def test_stop_tokens_end_a_sequence_early_and_free_it_from_later_steps(tiny):
 def test_the_store_can_be_driven_step_by_step(tiny):
     store = PagedKVStore(tiny.model.config, 8, 4)
     seen = []
-    generate(tiny.model, random_prompts([5]), 5, store=store,
-             on_step=lambda step, s: seen.append((step, list(s.table(0).block_ids), s.table(0).num_tokens)))
+    result = generate(tiny.model, random_prompts([5]), 5, store=store,
+                      on_step=lambda step, m: seen.append((step, list(m.table(0).block_ids), m.table(0).num_tokens)))
     assert [n for _, _, n in seen] == [5, 6, 7, 8, 9]
     assert [len(ids) for _, ids, _ in seen] == [2, 2, 2, 2, 3]   # a new block only when the last one fills
-    with pytest.raises(ValueError, match="already holds"):
-        generate(tiny.model, random_prompts([5]), 5, store=store)
+    assert result.manager.table(0).block_ids == seen[-1][1]      # the blocks stay for inspection
+    again = generate(tiny.model, random_prompts([5]), 5, store=store)   # a store holds tensors only: reusable
+    assert again.tokens == result.tokens
 
 
 # --- refusals ------------------------------------------------------------------------------------
@@ -278,7 +283,7 @@ def test_text_stream_writes_the_text_as_it_grows(tiny):
 
 @pytest.mark.skipif(runtime.BACKEND == "cuda", reason="measures the Triton interpreter")
 def test_the_interpreter_gets_bf16_dots_wrong_and_the_kernels_work_around_it():
-    from pagedkv_edu.model import bf16_check
+    from pagedkv_edu.bench import bf16_check
 
     assert bf16_check.raw_dot_error(torch.float32) < 1e-5
     assert bf16_check.raw_dot_error(torch.bfloat16) > 1            # what chapter 5 reports
@@ -313,25 +318,26 @@ def test_zero_new_tokens_is_an_empty_generation(tiny):
 
 
 def test_a_refused_step_leaves_the_pool_untouched(tiny):
-    store = PagedKVStore(tiny.model.config, 3, 4)
-    store.plan(["a"], [5])                       # 2 blocks
-    before = (store.manager.pool.free_ids(), dict(store.manager.tables))
+    manager = BlockManager(3, 4)
+    plan_step(manager, ["a"], [5])                       # 2 blocks
+    before = (manager.pool.free_ids(), {k: list(t.block_ids) for k, t in manager.tables.items()})
     with pytest.raises(OutOfBlocksError):
-        store.plan(["a", "b"], [1, 5])           # a needs 0 new blocks, b needs 2, 1 is free
-    assert (store.manager.pool.free_ids(), dict(store.manager.tables)) == before
+        plan_step(manager, ["a", "b"], [1, 5])           # a needs 0 new blocks, b needs 2, 1 is free
+    assert (manager.pool.free_ids(), {k: list(t.block_ids) for k, t in manager.tables.items()}) == before
     with pytest.raises(ValueError, match="at least one token"):
-        store.plan(["a"], [0])
+        plan_step(manager, ["a"], [0])
     with pytest.raises(ValueError, match="twice"):
-        store.plan(["a", "a"], [1, 1])
+        plan_step(manager, ["a", "a"], [1, 1])
 
 
-def test_contiguous_store_refuses_overflowing_rows(tiny):
-    store = ContiguousKVStore(tiny.model.config, 1, 8)
-    store.plan(["a"], [8])
-    with pytest.raises(ValueError, match="max_seq_len=8"):
-        store.plan(["a"], [1])
-    with pytest.raises(ValueError, match="free rows"):
-        store.plan(["b"], [1])
+def test_contiguous_memory_refuses_overflowing_reservations(tiny):
+    memory = ContiguousMemory(ContiguousArena(8), lambda _id, _n: 8)
+    assert memory.can_admit("a", 8)
+    memory.admit("a", 8)
+    assert not memory.can_grow("a") and not memory.can_admit("b", 1)
+    with pytest.raises(ValueError, match="filled its reservation of 8 slots"):
+        memory.grow("a")
+    assert ContiguousKVStore(tiny.model.config, 2, 8).capacity == 16
 
 
 def test_a_random_model_runs_without_its_tokenizer_package(monkeypatch):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
@@ -109,6 +111,50 @@ def test_a_hash_collision_is_caught_by_comparing_tokens() -> None:
     assert admit(m, "c", [1, 2, 3, 4, 9, 9, 9, 9, 9]) == 4    # block 0 is really equal; block 1's parent differs
     assert admit(m, "d", [1, 2, 3, 4, 5, 6, 7, 8, 0]) == 4    # block 1 collides with block 0's entry: refused
     assert m.table("b").block_ids[0] != m.table("a").block_ids[0]
+
+
+def first_token_hash(parent: bytes, tokens) -> bytes:
+    """A colliding hash: it ignores the parent, and blocks that start alike collide."""
+    return bytes([tokens[0] % 10])
+
+
+def test_a_block_is_never_found_under_another_prefix_whose_hash_collides_with_its_parent() -> None:
+    """The collision check compares the parent block: a parent hash alone can be a collision too."""
+    m = BlockManager(16, B)
+    m.enable_prefix_caching(hash_fn=first_token_hash)
+    admit(m, "a", [1, 2, 3, 4, 5, 6, 7, 8, 0])                 # blocks P=(1..4), Y=(5..8) cached
+    p_block, y_block = m.table("a").block_ids[:2]
+    m.prefix_cache.discard(p_block)                            # P leaves the cache; Y stays findable
+    admit(m, "b", [11, 12, 13, 14, 5, 6, 7, 8, 0])             # Q collides with P's hash, is cached in its place
+    hit = m.prefix_cache.lookup([11, 12, 13, 14, 5, 6, 7, 8, 0])
+    assert hit.block_ids == (m.table("b").block_ids[0],)        # Q is found, Y (computed after P) is not
+    assert y_block not in hit.block_ids
+    assert admit(m, "c", [11, 12, 13, 14, 5, 6, 7, 8, 0]) == 4
+
+
+@settings(max_examples=80, deadline=None)
+@given(prompts=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=14), min_size=1, max_size=8),
+       discards=st.lists(st.integers(0, 15), max_size=4))
+def test_with_any_colliding_hash_every_hit_holds_exactly_the_prompt_prefix(prompts, discards) -> None:
+    """Property: whatever collides, a block found for a prompt was computed after exactly that prefix."""
+    m = BlockManager(16, 2)
+    m.enable_prefix_caching(hash_fn=first_token_hash)
+    written: dict[int, tuple[int, ...]] = {}        # block -> the whole prefix its K/V were computed after
+    for i, tokens in enumerate(prompts):
+        for block_id in discards[i:i + 1]:
+            m.prefix_cache.discard(block_id)
+        if not m.can_allocate(len(tokens), 0, tokens):
+            break
+        hit = m.prefix_cache.lookup(tokens)
+        for j, block_id in enumerate(hit.block_ids):
+            assert written[block_id] == tuple(tokens[:(j + 1) * 2])
+        m.add_sequence(i, len(tokens), tokens)
+        m.mark_computed(i, tokens)
+        table = m.table(i)
+        for j, block_id in enumerate(table.block_ids[len(hit.block_ids):len(tokens) // 2], len(hit.block_ids)):
+            written[block_id] = tuple(tokens[:(j + 1) * 2])
+        if i % 3 == 2:
+            m.finish(i - 1)
 
 
 def test_same_step_sharing_and_the_release_of_a_sequence_that_never_ran() -> None:

@@ -97,3 +97,26 @@ def test_concepts_cite_the_chapters_that_teach_them() -> None:
     chapters = {c.key: c.chapter for c in pm.CONCEPTS}
     assert (chapters["store"], chapters["admission"], chapters["sharing"], chapters["prefix"],
             chapters["block-size"]) == ("3", "6", "7", "8", "9")
+
+
+def test_the_rows_are_data_in_a_packaged_file_and_load_checks_them(tmp_path) -> None:
+    """The map is a JSON file shipped with the package; load() refuses a row citing a file at two commits."""
+    import json
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert pm.DATA.relative_to(root / "pagedkv_edu").as_posix() in [p.replace("*", "production_map") for p in
+                                                                    package_data["pagedkv_edu"]]
+    assert pm.load() == pm.ProductionMap(pm.CONCEPTS, pm.IMPLEMENTATIONS, pm.NOT_VERIFIED)
+    data = json.loads(pm.DATA.read_text())
+    first = data["implementations"][0]
+    data["implementations"].append({**first, "commit": "0" * 40})
+    (tmp_path / "map.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=f"{first['path']} is cited at two commits"):
+        pm.load(tmp_path / "map.json")
+    data["implementations"][-1] = {**first, "concept": "teleportation"}
+    (tmp_path / "map.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="'teleportation'"):
+        pm.load(tmp_path / "map.json")

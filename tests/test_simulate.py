@@ -166,13 +166,13 @@ REQS = [Request(0, 10, 5), Request(1, 20, 5)]
 
 @pytest.mark.parametrize("kwargs, bad", [
     (dict(policy="lru"), "unknown policy 'lru'"),
-    (dict(kv_budget_tokens=0), "kv_budget_tokens must be a positive integer, got 0"),
+    (dict(kv_budget_tokens=0), "kv_budget_tokens must be a whole number >= 1, got 0"),
     (dict(kv_budget_tokens=-64), "got -64"),
     (dict(kv_budget_tokens=100.0), "got 100.0"),
-    (dict(policy="paged", block_size=0), "block_size must be a positive integer, got 0"),
-    (dict(policy="paged", block_size=-16), "block_size must be a positive integer, got -16"),
+    (dict(policy="paged", block_size=0), "block_size must be a whole number >= 1, got 0"),
+    (dict(policy="paged", block_size=-16), "block_size must be a whole number >= 1, got -16"),
     (dict(policy="paged", kv_budget_tokens=8, block_size=16), "kv_budget_tokens=8 is smaller than one block of 16"),
-    (dict(policy="paged", watermark_blocks=-1), "watermark_blocks must be a non-negative integer, got -1"),
+    (dict(policy="paged", watermark_blocks=-1), "watermark_blocks must be a whole number >= 0, got -1"),
     (dict(policy="contiguous", reserve="half"), "unknown reservation policy 'half'"),
     (dict(max_seq_len=24), "request 1: 25 tokens exceed max_seq_len=24"),
     (dict(policy="contiguous", kv_budget_tokens=2047), r"requests \[0, 1\] can never fit in a budget of 2047"),
@@ -197,3 +197,20 @@ def test_bad_workloads_are_refused(requests, bad) -> None:
 def test_a_run_that_does_not_finish_in_max_steps_says_so() -> None:
     with pytest.raises(RuntimeError, match="did not finish within 10 steps"):
         simulate([Request(0, 10, 50)], "paged", max_steps=10)
+
+
+def test_prefix_caching_never_reports_more_than_all_of_memory() -> None:
+    """Shared blocks count once: utilisation and arena utilisation stay at or below 1 (issue 13)."""
+    result = simulate(copilot50(0), "paged", BUDGET, enable_prefix_caching=True)
+    summary = result.summary()
+    assert summary["prefix_caching"]["hit_rate"] > 0.2
+    assert summary["utilisation"] <= 1 and summary["saturated_arena_utilisation"] <= 1
+    assert all(s.used <= result.capacity for s in result.steps)
+
+
+def test_chunked_prefill_in_the_simulator_finishes_everyone_under_the_budget() -> None:
+    reqs = copilot50(0, 12, length_scale=1 / 8)
+    whole = simulate(reqs, "paged", 2048)
+    chunked = simulate(reqs, "paged", 2048, max_num_batched_tokens=32)
+    check_run(chunked, reqs)
+    assert chunked.prefill_tokens >= whole.prefill_tokens and chunked.total_steps > whole.total_steps

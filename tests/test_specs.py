@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
-from pagedkv_edu.specs import (DTYPE_BYTES, GIB, KIB, MIB, MODELS, ModelSpec, format_bytes, get_spec,
-                               spec_from_config)
+from pagedkv_edu.specs import (DTYPE_BYTES, DTYPES, GIB, KIB, MIB, MODELS, ModelSpec, format_bytes, get_spec,
+                               kv_bytes_per_token, load_config, spec_from_config, torch_dtype)
 
 # The shapes as transformers spells them (from the models' config.json), built here, never downloaded.
 HF_SHAPES = {
@@ -115,9 +115,9 @@ def test_kv_bytes_scale_with_tokens_requests_and_dtype() -> None:
     assert spec.with_dtype("fp32").weight_bytes == 2 * spec.weight_bytes
 
 
-@pytest.mark.parametrize("tokens, requests", [(-1, 1), (10, -2)])
+@pytest.mark.parametrize("tokens, requests", [(-1, 1), (10, -2), (True, 1), (10, 1.0)])
 def test_negative_token_or_request_counts_are_refused(tokens, requests) -> None:
-    with pytest.raises(ValueError, match=str(min(tokens, requests))):
+    with pytest.raises(ValueError, match="tokens must be" if tokens in (-1, True) else "requests must be"):
         get_spec("llama-3.2-1b").kv_bytes(tokens, requests)
 
 
@@ -127,10 +127,50 @@ SHAPE = dict(name="x", num_layers=2, num_heads=8, num_kv_heads=2, head_dim=16, h
 
 @pytest.mark.parametrize("field", ["num_layers", "num_heads", "num_kv_heads", "head_dim", "hidden_size",
                                    "intermediate_size", "vocab_size"])
-@pytest.mark.parametrize("bad", [0, -4, 2.5])
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True, 2**41])
 def test_non_positive_sizes_are_refused_by_name(field, bad) -> None:
-    with pytest.raises(ValueError, match=rf"{field} must be a positive integer, got {bad!r}"):
+    with pytest.raises(ValueError, match=rf"x: {field} must be a whole number in 1\.\.1099511627776, got {bad!r}"):
         ModelSpec(**{**SHAPE, field: bad})
+
+
+@pytest.mark.parametrize("config, message", [
+    ([1, 2], "must be a JSON object .* got a list"),
+    ("config", "got a str"),
+    ({"num_attention_heads": 4}, "the config has no num_hidden_layers, hidden_size, intermediate_size, vocab_size"),
+    ({**dict(num_hidden_layers=2, hidden_size=64, intermediate_size=8, vocab_size=9), "num_attention_heads": 0},
+     "num_attention_heads must be a whole number >= 1, got 0"),
+    ({**dict(num_hidden_layers=2, hidden_size="64", intermediate_size=8, vocab_size=9), "num_attention_heads": 4},
+     "hidden_size must be a whole number >= 1, got '64'"),
+])
+def test_a_bad_config_is_refused_by_name_before_any_arithmetic(config, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        spec_from_config(config)
+
+
+def test_load_config_refuses_what_is_not_a_config_file(tmp_path) -> None:
+    with pytest.raises(ValueError, match="is a directory"):
+        load_config(tmp_path)
+    with pytest.raises(ValueError, match="no such file"):
+        load_config(tmp_path / "missing.json")
+    (tmp_path / "c.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(ValueError, match="not a readable JSON config"):
+        load_config(tmp_path / "c.json")
+
+
+def test_one_dtype_table_and_one_kv_bytes_formula() -> None:
+    import torch
+
+    for name, (torch_name, size) in DTYPES.items():
+        assert torch_dtype(name) is getattr(torch, torch_name) and torch_dtype(name).itemsize == size
+        assert DTYPE_BYTES[name] == size
+    spec = get_spec("smollm2-135m")
+    assert spec.kv_bytes_per_token == kv_bytes_per_token(30, 3, 64, 2) == 30 * 3 * 64 * 2 * 2
+    with pytest.raises(ValueError, match="'int3'"):
+        torch_dtype("int3")
+
+
+def test_format_bytes_of_an_absurd_size_does_not_overflow() -> None:
+    assert format_bytes(10**400) == "about 2**1328 B"
 
 
 def test_heads_not_divisible_by_kv_heads_and_unknown_dtype_are_refused() -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pagedkv_edu.sharing import few_shot_variant
 from pagedkv_edu.workload import (MAX_SEQ_LEN, NUM_CONSULTANTS, OUTPUT_TOKENS, QUERY_TOKENS, RETRIEVED_TOKENS,
-                                  SYSTEM_PROMPT_TOKENS, Request, copilot50, prompt_token_ids)
+                                  SYSTEM_PROMPT, SYSTEM_PROMPT_TOKENS, Request, consultant_prompts, copilot50,
+                                  prompt_token_ids)
 
 
 def test_copilot50_has_the_seeds_shape() -> None:
@@ -88,3 +90,72 @@ def test_prompt_token_ids_for_a_prompt_shorter_than_the_shared_prefix() -> None:
 def test_prompt_token_ids_refuse_a_vocabulary_below_low() -> None:
     with pytest.raises(ValueError, match="vocab_size=100"):
         prompt_token_ids(copilot50()[0], 100)
+
+
+# --- real prompts -------------------------------------------------------------------------------
+class WordTokenizer:
+    """A stand-in tokenizer: one id per whitespace-separated word, ids from a growing vocabulary."""
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+        self.words: list[str] = []
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids = []
+        for word in text.split():
+            if word not in self.vocab:
+                self.vocab[word] = len(self.words)
+                self.words.append(word)
+            ids.append(self.vocab[word])
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
+@pytest.fixture(scope="module")
+def llama_tokenizer():
+    from pagedkv_edu.model.loading import load_model
+    return load_model("tiny-random").tokenizer   # the Llama-3.2 tokenizer, installed offline
+
+
+@pytest.mark.parametrize("scale", [1.0, 1 / 16, 1 / 32])
+def test_consultant_prompts_have_the_workloads_exact_lengths(llama_tokenizer, scale) -> None:
+    requests = copilot50(0, length_scale=scale)
+    prompts = consultant_prompts(requests, llama_tokenizer, length_scale=scale)
+    assert [len(p) for p in prompts] == [r.prompt_len for r in requests]
+    shared = requests[0].shared_prefix_len
+    assert len({tuple(p[:shared]) for p in prompts}) == 1                     # one system prompt, same ids
+    assert len({tuple(p[shared:]) for p in prompts}) == len(prompts)          # the rest is each request's own
+    assert all(isinstance(t, int) and 0 <= t < len(llama_tokenizer) for p in prompts for t in p)
+    assert consultant_prompts(requests, llama_tokenizer, length_scale=scale) == prompts   # seeded
+
+
+def test_consultant_prompts_read_as_the_seeds_request(llama_tokenizer) -> None:
+    """System prompt, then hotel listings, then the consultant's 25-token question, as text."""
+    request = copilot50(0)[0]
+    prompt = consultant_prompts([request], llama_tokenizer)[0]
+    shared = llama_tokenizer.decode(prompt[:SYSTEM_PROMPT_TOKENS])
+    assert shared.startswith("You are OptiVerse Copilot") and SYSTEM_PROMPT.startswith(shared)
+    own = llama_tokenizer.decode(prompt[SYSTEM_PROMPT_TOKENS:-QUERY_TOKENS])
+    assert own.startswith("\nHotel listings:\n[0] ") and own.count("dollars a night") >= 5
+    assert llama_tokenizer.decode(prompt[-QUERY_TOKENS:]).startswith("\nQuestion: ")
+
+
+def test_consultant_prompts_extend_the_shared_part_for_few_shot() -> None:
+    tok = WordTokenizer()
+    requests = few_shot_variant(copilot50(0, 4), 5)
+    prompts = consultant_prompts(requests, tok, seed=1)
+    shared = requests[0].shared_prefix_len
+    assert shared > SYSTEM_PROMPT_TOKENS and len({tuple(p[:shared]) for p in prompts}) == 1
+    assert "Example listing:" in tok.decode(prompts[0][:shared])
+    assert consultant_prompts(requests, tok, seed=2) != prompts
+
+
+def test_consultant_prompts_refuse_bad_input() -> None:
+    with pytest.raises(TypeError, match="encode"):
+        consultant_prompts(copilot50(0, 2), object())
+    with pytest.raises(ValueError, match="got 0"):
+        consultant_prompts(copilot50(0, 2), WordTokenizer(), length_scale=0)
+    short = Request(0, prompt_len=5, output_len=1)
+    assert len(consultant_prompts([short], WordTokenizer())[0]) == 5

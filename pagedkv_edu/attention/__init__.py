@@ -35,9 +35,11 @@ from .reference import (
 from .triton_decode import MAX_SPLITS, DecodeConfig, choose_num_splits, default_scale, paged_decode_attention_triton
 from .triton_store import store_kv_triton
 from .triton_unified import UnifiedConfig, unified_attention_triton
-from .validate import MAX_HEAD_DIM, check_decode_inputs, check_paged_inputs, check_store_inputs
+from .validate import BACKENDS, MAX_HEAD_DIM, check_backend, check_decode_inputs, check_paged_inputs, check_store_inputs
 
 __all__ = [
+    "BACKENDS",
+    "check_backend",
     "store_kv",
     "paged_decode_attention",
     "paged_attention",
@@ -49,14 +51,6 @@ __all__ = [
     "paged_decode_attention_float64",
     "sdpa_decode_attention",
 ]
-
-_BACKENDS = ("torch", "triton")
-
-
-def _check_backend(backend: str) -> None:
-    if backend not in _BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(_BACKENDS)}")
-
 
 def store_kv(
     k: torch.Tensor,
@@ -73,7 +67,7 @@ def store_kv(
     ``slot = block * block_size + offset``; -1 skips a padding token. ``check=False`` skips
     the host-side validation (for hot loops whose inputs were validated before).
     """
-    _check_backend(backend)
+    check_backend(backend)
     if check:
         check_store_inputs(k, v, k_cache, v_cache, slot_mapping)
     if backend == "torch":
@@ -107,7 +101,7 @@ def paged_decode_attention(
     fill the GPU), an int forces it (1 = no split). ``backend="torch"`` is the gather
     reference and ignores it. ``config`` overrides the Triton tile sizes (benchmarks only).
     """
-    _check_backend(backend)
+    check_backend(backend)
     if num_splits is not None and (not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS):
         raise ValueError(f"num_splits must be None or an integer in 1..{MAX_SPLITS}, got {num_splits!r}")
     if check:
@@ -145,7 +139,7 @@ def kernel_name(query_lens: Sequence[int] | torch.Tensor, backend: str | Attenti
     """
     if callable(backend):
         return f"custom:{getattr(backend, '__name__', type(backend).__name__)}"
-    _check_backend(backend)
+    check_backend(backend)
     if backend == "torch":
         return "torch-gather"
     lens = query_lens.tolist() if isinstance(query_lens, torch.Tensor) else list(query_lens)
@@ -185,7 +179,7 @@ def paged_attention(
     """
     custom = callable(backend)
     if not custom:
-        _check_backend(backend)
+        check_backend(backend)
     if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != q.dtype
                             or out.device != q.device or out.stride(-1) != 1):
         desc = (f"{tuple(out.shape)}, {out.dtype}, {out.device}, strides {out.stride()}"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from .. import runtime  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from .validate import check_cache_pair
+from .validate import check_backend, check_cache_pair
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -85,8 +85,7 @@ def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: Sequence[tu
     All sources are read before any destination is written. ``check=False`` skips validating
     the caches and the pairs (for callers that did it once for every layer).
     """
-    if backend not in ("torch", "triton"):
-        raise ValueError(f"unknown backend {backend!r}; choose one of torch, triton")
+    check_backend(backend)
     if check:
         num_blocks = check_cache_pair(k_cache, v_cache)[0]
         check_copy_pairs(pairs, num_blocks)

@@ -21,6 +21,16 @@ MAX_HEAD_DIM = 256
 """Largest head_dim the Triton kernels take: a [rows, head_dim] fp32 accumulator beyond it spills on a GPU."""
 
 
+BACKENDS: tuple[str, ...] = ("torch", "triton")
+"""The two implementations of every kernel: PyTorch operations, or the book's Triton kernels."""
+
+
+def check_backend(backend: str) -> None:
+    """Refuse a backend that is not one of :data:`BACKENDS`, naming it."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
 def check_cache_pair(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int, int, int]:
     """K and V caches in NHD layout: return (num_blocks, block_size, num_kv_heads, head_dim)."""
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):

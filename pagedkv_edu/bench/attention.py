@@ -34,9 +34,9 @@ from typing import Any
 import torch
 
 from .. import runtime
+from ..specs import DTYPE_BYTES, kv_bytes_per_token, torch_dtype
 from . import add_out_flag, emit, metadata
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,7 @@ class Shape:
     @property
     def kv_bytes(self) -> int:
         """K and V bytes one decode step reads."""
-        element = torch.empty((), dtype=DTYPES[self.dtype]).element_size()
-        return 2 * self.batch * self.context * self.num_kv_heads * self.head_dim * element
+        return self.batch * self.context * kv_bytes_per_token(1, self.num_kv_heads, self.head_dim, DTYPE_BYTES[self.dtype])
 
 
 MAIN = Shape("target: b64 x 4096", 64, 4096)
@@ -131,10 +130,10 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
             baselines: bool = True) -> dict[str, Any]:
     """Time one shape: the Triton kernel, and (with ``baselines``) contiguous SDPA and the gather reference."""
     from ..attention import paged_decode_attention
-    from ..attention.batch import random_paged_batch
+    from .batch import random_paged_batch
     from ..attention.triton_decode import choose_num_splits, default_scale, launch_config
 
-    dtype = DTYPES[shape.dtype]
+    dtype = torch_dtype(shape.dtype)
     batch = random_paged_batch([shape.context] * shape.batch, shape.block_size, shape.num_heads,
                                shape.num_kv_heads, shape.head_dim, dtype, runtime.device(), seed=0, poison=False)
     args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens)
@@ -237,11 +236,11 @@ def _contiguous_causal_sdpa(step: Any, scale: float) -> Callable[[], torch.Tenso
 def measure_step(shape: StepShape) -> dict[str, Any]:
     """Time the unified kernel on one step, against contiguous SDPA, the decode kernel and the gather reference."""
     from ..attention import kernel_name, paged_attention
-    from ..attention.batch import random_paged_step
+    from ..bench.batch import random_paged_step
     from ..attention.triton_decode import default_scale
     from ..attention.triton_unified import unified_attention_triton
 
-    dtype = DTYPES[shape.dtype]
+    dtype = torch_dtype(shape.dtype)
     step = random_paged_step(shape.seq_lens, shape.query_lens, shape.block_size, shape.num_heads, shape.num_kv_heads,
                              shape.head_dim, dtype, runtime.device(), seed=0, poison=False)
     args = step.args()
@@ -408,7 +407,7 @@ def plot_record(record: dict[str, Any]) -> Any:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from ..cli_args import add_json_flag
 
     p = subparsers.add_parser("attention", help="paged decode attention: time, GB/s, against SDPA (chapter 4)",
                               description=__doc__.split("\n\n")[0].replace("``", ""))

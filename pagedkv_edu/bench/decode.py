@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from .. import runtime
-from ..model.kv_store import BACKENDS
+from ..attention import BACKENDS
 from . import RESULTS_DIR, add_out_flag, emit, metadata
 
 PROMPTS: tuple[str, ...] = (
@@ -232,16 +232,16 @@ def _print(record: dict[str, Any]) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from ..cli_args import add_json_flag, whole_number
     from ..model.loading import DEFAULT_MODEL
 
     p = subparsers.add_parser("decode", help="our paged decoder against transformers generate (chapter 5)",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help="a named model; llama-3.2-1b-random needs no asset package (random prompt ids without one)")
-    p.add_argument("--prompts", type=int, default=8, help="batch size on the CPU (default 8)")
-    p.add_argument("--gpu-prompts", type=int, default=64, help="batch size on CUDA (default 64)")
-    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--prompts", type=whole_number(1, 4096), default=8, help="batch size on the CPU (default 8)")
+    p.add_argument("--gpu-prompts", type=whole_number(1, 4096), default=64, help="batch size on CUDA (default 64)")
+    p.add_argument("--max-new-tokens", type=whole_number(1, 2**16), default=32)
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="our decoder's attention, prefill and decode (default: torch on the CPU, torch and triton "
                         "on CUDA); triton on a CPU is the interpreter, so use --prompts 1 and a few tokens")

@@ -16,6 +16,19 @@ plain paged serving; ``--few-shot 5`` serves the 5-shot variant, whose prompts s
 At full size on a 2-core CPU this takes tens of minutes; ``--length-scale 0.0625`` runs the
 same draw of requests at 1/16 of every length (pair it with ``--block-size 1``), which is
 what chapter 6's notebook does.
+
+With ``--peers`` and a paged run, the record's ``vs_transformers_static`` holds the engine's
+throughput over transformers' static batching and whether both produced the same greedy
+tokens. Issue 13's comparison is 16 full-length requests with outputs divided by 5::
+
+    python -m pagedkv_edu serve-bench --policy paged --peers --num-requests 16 --output-scale 0.2 \
+        --out results/serve-$(date -u +%F)-peers.json
+
+**How to benchmark.** Timings are only worth recording on an idle machine: on a 2-core CPU a
+second busy process made the engine ten times slower in one run. Close everything else, let
+torch use every core (the default; ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` if you must
+pin it, the record says how many threads ran), and compare engines in one process, one after
+the other, as this command does.
 """
 
 from __future__ import annotations
@@ -28,7 +41,9 @@ from typing import Any
 
 import torch
 
-from ..engine import LLMEngine, RequestOutput, SamplingParams
+from ..attention import BACKENDS
+from ..engine import POLICIES, LLMEngine, RequestOutput, SamplingParams
+from ..engine.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
 from ..sharing import few_shot_max_seq_len, few_shot_variant
 from ..workload import Request, copilot50, prompt_token_ids
@@ -121,10 +136,15 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def run_hf_static(model: LoadedModel, setup: ServeSetup, batch_size: int = 8) -> dict[str, Any]:
-    """transformers ``generate`` in static, left-padded batches: everyone waits for the batch's longest."""
+    """transformers ``generate`` in static, left-padded batches: everyone waits for the batch's longest.
+
+    Returns the useful tokens of each request too (its own ``output_len``, the padding's tail
+    dropped), in request order, so the caller can check they are the engine's.
+    """
     hf, pad = model.hf_model, model.tokenizer.pad_token_id
     pad = pad if pad is not None else 0
     start, generated = time.perf_counter(), 0
+    tokens: list[list[int]] = []
     order = list(range(len(setup.prompts)))
     for b in range(0, len(order), batch_size):
         batch = order[b:b + batch_size]
@@ -137,12 +157,14 @@ def run_hf_static(model: LoadedModel, setup: ServeSetup, batch_size: int = 8) ->
             mask[row, width - len(p):] = 1
         longest = max(setup.requests[i].output_len for i in batch)
         with torch.inference_mode():
-            hf.generate(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device), max_new_tokens=longest,
-                        min_new_tokens=longest, do_sample=False, pad_token_id=pad)
+            out = hf.generate(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device), max_new_tokens=longest,
+                              min_new_tokens=longest, do_sample=False, pad_token_id=pad)
+        tokens += [out[row, width:width + setup.requests[i].output_len].tolist() for row, i in enumerate(batch)]
         generated += sum(setup.requests[i].output_len for i in batch)  # useful tokens only
     wall = time.perf_counter() - start
     return {"policy": f"transformers generate (static batches of {batch_size})", "generated_tokens": generated,
-            "wall_seconds": round(wall, 2), "throughput_tokens_per_s": round(generated / wall, 2)}
+            "wall_seconds": round(wall, 2), "throughput_tokens_per_s": round(generated / wall, 2),
+            "token_ids": tokens}
 
 
 def run_hf_generate_batch(model: LoadedModel, setup: ServeSetup) -> dict[str, Any] | None:
@@ -169,24 +191,24 @@ def run_hf_generate_batch(model: LoadedModel, setup: ServeSetup) -> dict[str, An
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from ..cli_args import add_json_flag, whole_number
 
     p = subparsers.add_parser("serve-bench", help="the 50-consultant experiment: paged vs contiguous engine (ch. 6)")
     p.add_argument("--workload", choices=["copilot50"], default="copilot50")
-    p.add_argument("--policy", choices=["paged", "contiguous", "both"], default="both")
+    p.add_argument("--policy", choices=[*POLICIES, "both"], default="both")
     p.add_argument("--model", choices=MODEL_NAMES, default="smollm2-135m")
-    p.add_argument("--kv-budget-tokens", type=int, default=None, help="default: 10 x max_seq_len")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-requests", type=int, default=50)
+    p.add_argument("--kv-budget-tokens", type=whole_number(1, 2**25), default=None, help="default: 10 x max_seq_len")
+    p.add_argument("--block-size", type=whole_number(1, 4096), default=16)
+    p.add_argument("--num-requests", type=whole_number(1, 100_000), default=50)
     p.add_argument("--length-scale", type=float, default=1.0, help="scale every length (e.g. 0.0625 = 1/16)")
     p.add_argument("--output-scale", type=float, default=1.0, help="scale outputs only (e.g. 0.2 = outputs / 5)")
-    p.add_argument("--backend", choices=["torch", "triton"], default="torch")
+    p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--peers", action="store_true", help="also run transformers' static generate and generate_batch")
     p.add_argument("--prefix-caching", action="store_true",
                    help="also run paged with automatic prefix caching; report hit rate and TTFT gain (ch. 7)")
-    p.add_argument("--few-shot", type=int, default=0, metavar="SHOTS",
+    p.add_argument("--few-shot", type=whole_number(0, 1000), default=0, metavar="SHOTS",
                    help="add SHOTS worked examples of 160 tokens to the shared system prompt (5 = about 1,000 shared)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
     add_json_flag(p)
     add_out_flag(p)
     p.set_defaults(func=run_serve_bench)
@@ -199,7 +221,7 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     setup = make_setup(model, num_requests=args.num_requests, length_scale=args.length_scale,
                        output_scale=args.output_scale, block_size=args.block_size,
                        kv_budget_tokens=args.kv_budget_tokens, seed=args.seed, shots=args.few_shot)
-    policies = ["paged", "contiguous"] if args.policy == "both" else [args.policy]
+    policies = list(POLICIES) if args.policy == "both" else [args.policy]
     if args.prefix_caching and "paged" not in policies:
         policies.insert(0, "paged")          # the baseline the gain is measured against
     runs = {p: run_engine(model, setup, p, backend=args.backend, use_tqdm=not args.json) for p in policies}
@@ -212,7 +234,8 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         "num_requests": args.num_requests, "length_scale": args.length_scale, "output_scale": args.output_scale,
         "few_shot": args.few_shot, "shared_prefix_tokens": setup.requests[0].shared_prefix_len,
         "max_seq_len": setup.max_seq_len, "kv_budget_tokens": setup.kv_budget_tokens,
-        "block_size": setup.block_size, "runs": runs,
+        "block_size": setup.block_size, "max_num_batched_tokens": DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        "torch_threads": torch.get_num_threads(), "runs": runs,
     }
     if args.prefix_caching:
         record["prefix_caching"] = prefix_caching_gain(runs["paged"], runs[PREFIX_RUN])
@@ -224,11 +247,18 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         }
         record["same_tokens"] = paged["token_ids"] == contiguous["token_ids"]
     if args.peers:
-        peers = [run_hf_static(model, setup)]
+        static = run_hf_static(model, setup)
+        peers = [static]
         batch = run_hf_generate_batch(model, setup)
         if batch is not None:
             peers.append(batch)
         record["peers"] = peers
+        if "paged" in runs:   # issue 13's target: 2x transformers' static batching, at identical greedy tokens
+            record["vs_transformers_static"] = {
+                "throughput_ratio": round(runs["paged"]["throughput_tokens_per_s"] / static["throughput_tokens_per_s"], 2),
+                "same_tokens": runs["paged"]["token_ids"] == static["token_ids"],
+            }
+        del static["token_ids"]
     for run in runs.values():   # compared above; tens of thousands of ids would be most of the record
         del run["token_ids"]
     return emit(args, record, print_table)
@@ -274,3 +304,7 @@ def print_table(record: dict[str, Any]) -> None:
               f"throughput {gain['throughput_gain']}x, same tokens: {gain['same_tokens']}")
     for peer in record.get("peers", []):
         print(f"{peer['policy']:40s}: " + (peer.get("error") or f"{peer['throughput_tokens_per_s']} tok/s"))
+    if "vs_transformers_static" in record:
+        vs = record["vs_transformers_static"]
+        print(f"paged engine / transformers static batching: {vs['throughput_ratio']}x throughput "
+              f"({record['torch_threads']} threads), same greedy tokens: {vs['same_tokens']}")

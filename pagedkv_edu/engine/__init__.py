@@ -1,4 +1,10 @@
-"""The serving engine: continuous batching, admission, preemption, sampling (ch. 6); sharing blocks (ch. 7)."""
+"""The serving engine: continuous batching, admission, preemption, sampling (ch. 6); sharing blocks (ch. 7).
+
+* :mod:`.engine`: ``LLMEngine``, the loop: the scheduler decides a step, the model runner runs it, the engine samples;
+* :mod:`.model_runner`: one scheduled step in, one forward pass over the mixed batch out;
+* :mod:`.sampling`: ``SamplingParams`` and the seeded per-request samplers;
+* :mod:`.trace`: an opt-in record of every step, for the replay.
+"""
 
 from .engine import POLICIES, CompletionOutput, EngineStats, LLMEngine, RequestOutput
 from .sampling import SamplingParams

@@ -1,11 +1,21 @@
 """A serving engine: continuous batching over the paged (or contiguous) KV cache.
 
-``add_request`` queues a prompt; every ``step`` asks the scheduler what runs, prefills the
-newly admitted sequences, decodes one token for every other running sequence, samples, and
-returns the requests that finished. Nothing here decides memory: the scheduler does, with the
-block manager (paged) or a first-fit arena of ``max_seq_len`` reservations (contiguous, the
-system before PagedAttention). Both engines run the same model and the same scheduler, so
-the difference between them is the memory policy alone.
+``add_request`` queues a prompt; every ``step`` is one turn of the loop every serving engine
+runs:
+
+1. the **scheduler** decides the step (:mod:`pagedkv_edu.scheduler`): it grows the running
+   sequences (preempting the newest when memory runs out), admits waiting ones, and says how
+   many new tokens each brings: one for a decode, a whole prompt or a chunk of one for a
+   prefill. It owns the memory: the block manager (paged) or a first-fit arena of
+   ``max_seq_len`` reservations (contiguous, the system before PagedAttention);
+2. the **model runner** executes it (:mod:`.model_runner`): copy-on-write copies, then one
+   forward pass over the mixed batch;
+3. the engine **samples** a token for every sequence whose step reached its last token, and
+   returns the requests that finished.
+
+Both policies run the same model, the same scheduler and the same loop, so the difference
+between them is the memory policy alone. :func:`~pagedkv_edu.simulate.simulate` runs the
+same scheduler with a stand-in for the model.
 
 Chapter 7 lets sequences share blocks, paged policy only:
 
@@ -13,14 +23,18 @@ Chapter 7 lets sequences share blocks, paged policy only:
   right after the prefill its sequence is forked into ``n`` samples that share the prompt's
   blocks, and each samples its first token from the same logits with its own generator. When
   a sample first appends into the shared, partly filled last block, the block manager
-  queues a copy-on-write, which :meth:`LLMEngine.step` applies to the K/V tensors before the
-  forward pass;
+  queues a copy-on-write, which the runner applies before the forward pass. All ``n``
+  samples count against ``max_num_seqs`` from the moment the request is admitted;
 * **automatic prefix caching** (``enable_prefix_caching=True``, off by default as in chapter
   6): admission starts a sequence from the longest cached prefix of full blocks, including
   blocks that requests admitted earlier in the same step will compute, and the prefill
-  computes only the rest. After every forward pass the engine reports the computed tokens
-  (``BlockManager.mark_computed``), which makes blocks filled by decoding findable too. A
-  preempted request resumes through the cache, which makes recompute cheap.
+  computes only the rest. A preempted request resumes through the cache, which makes
+  recompute cheap.
+
+**Benchmarking.** Time an engine on an otherwise idle machine: on a 2-core CPU a second busy
+process made one run ten times slower. Give torch the cores (``torch.set_num_threads``, or
+``OMP_NUM_THREADS`` before Python starts) and compare engines within one process, one after
+the other (``python -m pagedkv_edu serve-bench --peers`` does).
 """
 
 from __future__ import annotations
@@ -32,13 +46,30 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..block_manager import BlockManager
+from ..checks import check_whole
 from ..contiguous import ContiguousArena
-from ..model.kv_store import ContiguousKVStore, PagedKVStore, StepMetadata
+from ..model.kv_store import ContiguousKVStore, PagedKVStore
 from ..model.llama import Llama
-from ..scheduler import ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
-from .sampling import SamplingParams, make_generator, sample_token
+from ..scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from .model_runner import ModelRunner
+from .sampling import SamplingParams, make_generator, sample_rows
+from .trace import EngineTrace
 
-POLICIES = ("paged", "contiguous")
+
+DEFAULT_MAX_SEQ_LEN = 2048
+"""The contiguous engine's default ``max_seq_len`` (capped by the model's context).
+
+A contiguous cache must reserve ``max_seq_len`` slots per sequence up front. Llama-3.2-1B's
+context is 131,072 tokens: reserving that per sequence would need 4 GiB of K/V for each
+request in bf16, and no reservation would fit the default budget. 2,048 is the context of
+the book's workload (seed 000: prompts of 625-1,025 tokens, outputs up to 500); pass
+``max_seq_len`` for longer requests. The paged engine reserves nothing, so it defaults to the
+model's whole context.
+"""
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+"""Tokens computed per step at most (vLLM's ``max_num_batched_tokens``): longer prompts are chunked."""
 
 
 @dataclass
@@ -63,16 +94,29 @@ class Request:
     finish_reason: str | None = None
     num_preemptions: int = 0
     num_cached_tokens: int = 0   # prompt tokens found in the prefix cache at its first prefill
+    forked: bool = False         # its n > 1 samples exist (sample 0 only)
 
     @property
     def num_tokens(self) -> int:
-        """Prompt plus generated tokens: all must be in the cache when the request runs."""
+        """Prompt plus generated tokens: all must be in the cache before it samples its next one."""
         return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_seqs(self) -> int:
+        """Sequences it takes under ``max_num_seqs``: all ``n`` samples until they are forked off."""
+        return self.params.n if self.index == 0 and not self.forked else 1
 
     @property
     def token_ids(self) -> list[int]:
         """Prompt plus generated tokens, the ids the prefix cache hashes."""
         return self.prompt_token_ids + self.output_token_ids
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        """Token ids ``start .. end-1`` of prompt-then-output, without joining the two lists."""
+        p = len(self.prompt_token_ids)
+        if start >= p:
+            return self.output_token_ids[start - p:end - p]
+        return self.prompt_token_ids[start:end] + self.output_token_ids[:max(0, end - p)]
 
 
 @dataclass(frozen=True)
@@ -151,7 +195,18 @@ class EngineStats:
 
 
 class LLMEngine:
-    """Continuous batching with block-aware admission and preemption by recompute."""
+    """Continuous batching with block-aware admission, chunked prefill and preemption by recompute.
+
+    ``kv_budget_tokens`` is the KV memory in token slots: ``// block_size`` blocks (paged), or
+    ``// max_seq_len`` reservations (contiguous). ``max_seq_len`` defaults to the model's
+    context when paged and to :data:`DEFAULT_MAX_SEQ_LEN` (capped by the context) when
+    contiguous, since a contiguous cache reserves it for every sequence. ``watermark`` is the
+    share of blocks kept free at admission. ``max_num_seqs`` caps the running sequences, every
+    sample of an ``n > 1`` request counted from its admission on; ``max_num_batched_tokens``
+    caps the tokens one step computes (longer prompts are prefilled in chunks; None: no cap).
+    ``trace`` (an :class:`~pagedkv_edu.engine.trace.EngineTrace`) records every step;
+    ``last_step`` is the :class:`~pagedkv_edu.scheduler.ScheduledStep` just run.
+    """
 
     def __init__(
         self,
@@ -168,19 +223,26 @@ class LLMEngine:
         stop_token_ids: Iterable[int] = (),
         seed: int = 0,
         enable_prefix_caching: bool = False,
+        trace: EngineTrace | None = None,
+        max_num_batched_tokens: int | None = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
         if enable_prefix_caching and policy != "paged":
             raise ValueError("prefix caching shares blocks: it needs policy='paged'")
-        if not isinstance(kv_budget_tokens, int) or kv_budget_tokens <= 0:
-            raise ValueError(f"kv_budget_tokens must be a positive integer, got {kv_budget_tokens!r}")
-        if not 0 <= watermark < 1:
+        for name, value in (("kv_budget_tokens", kv_budget_tokens), ("block_size", block_size),
+                            ("max_seq_len", max_seq_len)):
+            if value is not None:
+                check_whole(name, value, 1)
+        if isinstance(watermark, bool) or not isinstance(watermark, (int, float)) or not 0 <= watermark < 1:
             raise ValueError(f"watermark must be a fraction in [0, 1), got {watermark!r}")
+        context = model.config.max_position_embeddings
+        if max_seq_len is None:
+            max_seq_len = context if policy == "paged" else min(context, DEFAULT_MAX_SEQ_LEN)
         self.model = model
         self.tokenizer = tokenizer
         self.policy = policy
-        self.max_seq_len = max_seq_len or model.config.max_position_embeddings
+        self.max_seq_len = max_seq_len
         self.eos_token_ids = tuple(int(t) for t in stop_token_ids)
         self.seed = seed
         cfg, kw = model.config, {"dtype": model.dtype, "device": model.device}
@@ -189,26 +251,34 @@ class LLMEngine:
             num_blocks = kv_budget_tokens // block_size
             if num_blocks < 1:
                 raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no block of {block_size}")
-            self.store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, max_seq_len=self.max_seq_len, **kw)
-            if enable_prefix_caching:
-                self.store.manager.enable_prefix_caching()
-            memory: PagedMemory | ContiguousMemory = PagedMemory(self.store.manager, math.ceil(watermark * num_blocks))
+            manager = BlockManager(num_blocks, block_size, self.max_seq_len,
+                                   enable_prefix_caching=enable_prefix_caching)
+            self.store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, **kw)
+            memory: PagedMemory | ContiguousMemory = PagedMemory(manager, math.ceil(watermark * num_blocks))
         else:
             rows = kv_budget_tokens // self.max_seq_len
             if rows < 1:
-                raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no reservation of {self.max_seq_len}")
+                raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no reservation of max_seq_len="
+                                 f"{self.max_seq_len}; raise kv_budget_tokens or lower max_seq_len")
             self.store = ContiguousKVStore(cfg, rows, self.max_seq_len, **kw)
             memory = ContiguousMemory(ContiguousArena(rows * self.max_seq_len), lambda _id, _n: self.max_seq_len)
         self.memory = memory
-        self.scheduler = Scheduler(memory, max_num_seqs)
+        self.scheduler = Scheduler(memory, max_num_seqs, max_num_batched_tokens)
+        self.runner = ModelRunner(model, self.store, self.max_seq_len)
         self.enable_prefix_caching = enable_prefix_caching
+        self.trace = trace   # opt in: one frame per step, for the replay (chapter 6)
+        self.last_step: ScheduledStep | None = None      # the step just run, for hooks and traces
         self.requests: dict[int, Request] = {}           # each request's first sample
         self._samples: dict[int, list[Request]] = {}     # unfinished requests' samples, index order
         self.history: list[EngineStats] = []
         self._next_id = 0
         self._generated = 0
-        self._prefill = {"computed": 0, "prompt": 0, "hit": 0, "resumed_hit": 0}   # token counters
         self._start: float | None = None
+
+    @property
+    def block_manager(self) -> BlockManager | None:
+        """The scheduler's block manager (paged policy), None for contiguous memory."""
+        return self.memory.manager if isinstance(self.memory, PagedMemory) else None
 
     # --- requests in ---------------------------------------------------------------------
     def add_request(self, prompt: str | Sequence[int], params: SamplingParams | None = None,
@@ -227,6 +297,8 @@ class LLMEngine:
                              f"max_seq_len={self.max_seq_len}")
         if params.n > 1 and self.policy != "paged":
             raise ValueError(f"n={params.n} samples share the prompt's blocks: parallel sampling needs policy='paged'")
+        if self.scheduler.max_num_seqs is not None and params.n > self.scheduler.max_num_seqs:
+            raise ValueError(f"n={params.n} samples can never run under max_num_seqs={self.scheduler.max_num_seqs}")
         request_id = self._next_id
         request = self._sequence(request_id, 0, ids, params,
                                  time.perf_counter() if arrival_time is None else arrival_time)
@@ -255,7 +327,7 @@ class LLMEngine:
 
     # --- one iteration -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """One iteration: prefill the admitted, decode the running, return what finished."""
+        """One iteration: schedule, run the model once on the mixed batch, sample; return what finished."""
         if self._start is None:
             self._start = time.perf_counter()
         finished: list[RequestOutput] = []
@@ -263,74 +335,53 @@ class LLMEngine:
         for request in [r for r in self.scheduler.waiting if r.params.max_tokens == 0]:
             self.scheduler.waiting.remove(request)
             finished += self._finish(request, "length", release=False)
-        decided = self.scheduler.schedule()
-        for request in decided.preempted:
+        step = self.scheduler.schedule()
+        self.last_step = step
+        for request in step.preempted:
             request.num_preemptions += 1
-            self._release_rows(request)
-        for request in decided.failed:
+            self.runner.release(request.seq_id)
+        for request in step.failed:
+            self.runner.release(request.seq_id)
             finished += self._finish(request, "error: needs more KV memory than the whole budget", release=False)
-        if isinstance(self.store, PagedKVStore):
-            copies = self.store.manager.take_copies()   # copy-on-write decided by this schedule
-            if copies:
-                self.store.cache.copy_blocks(copies, self.store.backend)
-        forked: list[Request] = []
-        if decided.prefills:
-            forked = self._run(decided.prefills, prefill=True)
-        if decided.decodes:
-            self._run(decided.decodes, prefill=False)
-        for request in decided.prefills + forked + decided.decodes:
+        for request in step.admitted:
+            if request.first_token_time is None and request.num_preemptions == 0:
+                request.num_cached_tokens = next(s.num_computed_tokens for s in step.scheduled if s.seq is request)
+        sampled: list[Request] = []
+        if not step.is_empty:
+            inputs = [t for s in step.scheduled
+                      for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
+            logits = self.runner.execute(step, inputs)
+            sampled = self._sample(step, logits)
+        for request in sampled:
             reason = self._stop_reason(request)
             if reason is not None:
                 finished += self._finish(request, reason, release=True)
         self._record()
+        if self.trace is not None:
+            self.trace.record(self, step, step.copies)
         return finished
 
-    def _run(self, batch: list[Request], *, prefill: bool) -> list[Request]:
-        """One forward pass over ``batch``; sample a token for each. Returns the samples forked off."""
-        ids = [r.seq_id for r in batch]
-        if prefill:   # a prefill computes what the cache does not hold: with prefix caching, the tail only
-            cached = ([self.store.manager.num_cached_tokens(i) for i in ids] if isinstance(self.store, PagedKVStore)
-                      else [0] * len(batch))
-            query_lens = [r.num_tokens - c for r, c in zip(batch, cached)]
-            for request, c in zip(batch, cached):
-                if request.first_token_time is None:    # first prefill: a hit is sharing with other requests
-                    request.num_cached_tokens = c
-                    self._prefill["prompt"] += request.num_tokens
-                    self._prefill["hit"] += c
-                else:                                   # back from preemption: often its own blocks
-                    self._prefill["resumed_hit"] += c
-            self._prefill["computed"] += sum(query_lens)
-        else:
-            query_lens = [1] * len(batch)
-        if isinstance(self.store, PagedKVStore):  # the scheduler has already grown the block tables
-            tables = [self.store.table(i) for i in ids]
-            meta = StepMetadata.build(ids, [t.num_tokens for t in tables], query_lens, self.model.device, tables)
-        else:
-            meta = self.store.plan(ids, query_lens)
-        tokens = ([t for r, q in zip(batch, query_lens) for t in r.token_ids[r.num_tokens - q:]] if prefill
-                  else [r.output_token_ids[-1] for r in batch])
-        logits = self.model(torch.tensor(tokens, device=self.model.device), meta, self.store)
-        if self.enable_prefix_caching:   # their K/V exist now: blocks that just filled become findable
-            block_size = self.store.block_size
-            for request in batch:
-                if prefill or request.num_tokens % block_size == 0:
-                    self.store.manager.mark_computed(request.seq_id, request.token_ids)
+    def _sample(self, step: ScheduledStep, logits: torch.Tensor) -> list[Request]:
+        """A token for every sequence whose step reached its last token (forking ``n > 1`` requests first)."""
+        rows: list[tuple[int, Request]] = []
+        for row, s in enumerate(step.scheduled):
+            if not s.samples:
+                continue       # a chunk of a prompt: no token yet
+            rows.append((row, s.seq))
+            if s.seq.index == 0 and not s.seq.forked:
+                rows += [(row, child) for child in self._fork(s.seq)]
+        tokens = sample_rows(logits, [(row, r.params, r.generator) for row, r in rows])
         now = time.perf_counter()
-        forked: list[Request] = []
-        for request, row in zip(batch, logits):
-            samples = [request]
-            if prefill and len(self._samples[request.request_id]) < request.params.n:
-                samples += self._fork(request)
-                forked += samples[1:]
-            for sample in samples:
-                sample.output_token_ids.append(sample_token(row, sample.params, sample.generator))
-                if sample.first_token_time is None:
-                    sample.first_token_time = now
-                self._generated += 1
-        return forked
+        for (_, request), token in zip(rows, tokens):
+            request.output_token_ids.append(token)
+            if request.first_token_time is None:
+                request.first_token_time = now
+        self._generated += len(rows)
+        return [r for _, r in rows]
 
     def _fork(self, parent: Request) -> list[Request]:
         """Samples 1..n-1 of ``parent``'s request, sharing every block of its prefilled prompt."""
+        parent.forked = True
         children = [self._sequence(parent.request_id, i, parent.prompt_token_ids, parent.params, parent.arrival_time)
                     for i in range(1, parent.params.n)]
         for child in children:
@@ -357,7 +408,7 @@ class LLMEngine:
         """End one sample; returns its request's output once every sample has ended."""
         if release:
             self.scheduler.finish(request)
-            self._release_rows(request)
+            self.runner.release(request.seq_id)
         samples = self._samples[request.request_id]
         if len(samples) < request.params.n:   # it ended before its prefill forked it: so do the others
             samples += [self._sequence(request.request_id, i, request.prompt_token_ids, request.params,
@@ -387,30 +438,19 @@ class LLMEngine:
                              first.arrival_time, min(started) if started else None,
                              max(s.finish_time or 0.0 for s in samples), completions, first.num_cached_tokens)
 
-    def _release_rows(self, request: Request) -> None:
-        """The contiguous store keeps its own rows; the paged store shares the scheduler's blocks."""
-        if isinstance(self.store, ContiguousKVStore):
-            self.store.finish(request.seq_id)
-
     # --- state ---------------------------------------------------------------------------
     @property
     def kv_usage(self) -> float:
         """Share of the KV budget held by requests: blocks in use, or slots reserved."""
-        if isinstance(self.memory, PagedMemory):
-            return self.memory.manager.pool.usage
-        return self.memory.arena.reserved / self.memory.arena.capacity
+        return self.memory.usage().usage
 
     def stats(self) -> EngineStats:
         elapsed = time.perf_counter() - self._start if self._start is not None else 0.0
-        if isinstance(self.memory, PagedMemory):
-            manager = self.memory.manager
-            tokens, held = manager.num_stored_tokens, manager.pool.num_used * manager.block_size
-        else:
-            tokens, held = sum(self.memory.lengths.values()), self.memory.arena.reserved
-        counts = self._prefill
-        return EngineStats(len(self.history), self.kv_usage, len(self.scheduler.running), len(self.scheduler.waiting),
-                           self.scheduler.num_preemptions, self._generated, elapsed, tokens, held,
-                           counts["computed"], counts["prompt"], counts["hit"], counts["resumed_hit"])
+        usage, counts = self.memory.usage(), self.scheduler.counts
+        return EngineStats(len(self.history), usage.usage, len(self.scheduler.running), len(self.scheduler.waiting),
+                           self.scheduler.num_preemptions, self._generated, elapsed, usage.stored_tokens,
+                           usage.held_slots, counts.prefill_tokens, counts.prompt_tokens, counts.prefix_hit_tokens,
+                           counts.resumed_hit_tokens)
 
     def _record(self) -> None:
         self.history.append(self.stats())
@@ -438,4 +478,5 @@ class LLMEngine:
         return [outputs[i] for i in ids]
 
 
-__all__ = ["LLMEngine", "Request", "RequestOutput", "CompletionOutput", "EngineStats", "SamplingParams", "ScheduledStep", "POLICIES"]
+__all__ = ["LLMEngine", "Request", "RequestOutput", "CompletionOutput", "EngineStats", "SamplingParams",
+           "ScheduledStep", "POLICIES", "DEFAULT_MAX_SEQ_LEN", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]

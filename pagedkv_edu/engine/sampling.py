@@ -11,9 +11,12 @@ those of a lone request seeded ``s + i``. Forking changes the memory, never the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from ..checks import check_whole
 
 
 @dataclass(frozen=True)
@@ -30,10 +33,8 @@ class SamplingParams:
     n: int = 1                 # completions of the same prompt (parallel sampling, chapter 7)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
-            raise ValueError(f"n must be a positive integer (the number of completions), got {self.n!r}")
-        if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 0:
-            raise ValueError(f"max_tokens must be a non-negative integer, got {self.max_tokens!r}")
+        check_whole("n (the number of completions)", self.n, 1)
+        check_whole("max_tokens", self.max_tokens)
         if not self.temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
@@ -66,3 +67,20 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
         keep = sorted_probs.cumsum(0) - sorted_probs < params.top_p
         probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_probs[keep])
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def sample_rows(logits: torch.Tensor, rows: Sequence[tuple[int, SamplingParams, torch.Generator]]) -> list[int]:
+    """One token per ``(row of logits, params, generator)``: every greedy row in one argmax, one copy to the host.
+
+    Several samples may read the same row (the ``n`` samples of a request right after its prefill).
+    """
+    tokens: list[int] = [0] * len(rows)
+    greedy = [i for i, (_, params, _) in enumerate(rows) if params.temperature == 0]
+    if greedy:
+        best = logits[[rows[i][0] for i in greedy]].argmax(dim=-1).tolist()
+        for i, token in zip(greedy, best):
+            tokens[i] = token
+    for i, (row, params, generator) in enumerate(rows):
+        if params.temperature != 0:
+            tokens[i] = sample_token(logits[row], params, generator)
+    return tokens

@@ -730,7 +730,7 @@ def _attention_cases() -> Iterator[tuple[str, dict]]:
 def check_paged_attention(attend: Callable[..., torch.Tensor]) -> bool:
     """Grade an assembled backend ``attend(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
     scale)`` against :func:`attention_float64`, output poisoned first (it must return a new tensor)."""
-    from ..attention.batch import random_paged_batch
+    from ..bench.batch import random_paged_batch
 
     failures: list[str] = []
     for label, p in _attention_cases():

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..specs import kv_bytes_per_token
 from .kv_store import KVStore, StepMetadata
 
 
@@ -229,5 +230,5 @@ class Llama:
 
     def kv_bytes_per_token(self, dtype: torch.dtype | None = None) -> int:
         """layers x KV heads x head_dim x 2 (K and V) x bytes per element."""
-        element = torch.empty((), dtype=dtype or self.dtype).element_size()
-        return self.config.num_layers * self.config.num_kv_heads * self.config.head_dim * 2 * element
+        cfg = self.config
+        return kv_bytes_per_token(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, (dtype or self.dtype).itemsize)

@@ -1,10 +1,42 @@
 """Views of the block pool: a pure SVG renderer, the explorer's state model and its widget.
 
-Nothing below ``viz`` imports it: the views sit on top of the memory layer. The widget
-module (``viz.explorer``) needs ipywidgets and is imported only when asked for.
+Nothing below ``viz`` imports it: the views sit on top of the memory layer. So a pool or a
+manager does not draw itself; :func:`register_formatters` (called by ``pagedkv_edu.setup()``)
+tells IPython to show a :class:`~pagedkv_edu.block_pool.BlockPool` or a
+:class:`~pagedkv_edu.block_manager.BlockManager` as its :class:`Picture`. The widget module
+(``viz.explorer``) needs ipywidgets and is imported only when asked for.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+from ..block_manager import BlockManager
+from ..block_pool import BlockPool
 from .render import Picture, manager_svg, pool_svg, render_svg
 from .snapshot import Snapshot, snapshot
 
-__all__ = ["Picture", "Snapshot", "manager_svg", "pool_svg", "render_svg", "snapshot"]
+__all__ = ["Picture", "Snapshot", "manager_svg", "pool_svg", "register_formatters", "render_svg", "snapshot"]
+
+
+def register_formatters(shell: Any = None) -> bool:
+    """Display pools and managers as pictures in ``shell`` (default: the running IPython, if any).
+
+    Returns False outside IPython, where there is nothing to register.
+    """
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+    formatter = shell.display_formatter.mimebundle_formatter
+    for kind in (BlockPool, BlockManager):
+        formatter.for_type(kind, _picture_bundle)
+    return True
+
+
+def _picture_bundle(obj: BlockPool | BlockManager) -> dict[str, str]:
+    return Picture(obj)._repr_mimebundle_()

@@ -1,4 +1,4 @@
-"""Chapter 2's block-table explorer in a real browser: JupyterLab driven by headless Chromium.
+"""Chapter 2's block-table explorer and chapter 6's replay in a real browser: JupyterLab driven by headless Chromium.
 
 ``tests/test_explorer.py`` clicks the widget's Python side. Only a browser proves the other half:
 that ipywidgets' JupyterLab extension draws the explorer, and that a mouse click travels to the
@@ -460,3 +460,130 @@ def test_fails_without_widget_frontend(lab: Lab, page: Page, shots: Shots) -> No
     # The cell did run: its output is the static fallback picture.
     output = notebook_panel(page).locator(".jp-CodeCell").last.locator(".jp-OutputArea-output")
     assert output.locator("img, svg").count() > 0, "the explorer cell should show the static SVG fallback"
+
+
+# --- the replay widget (chapters 6 and 8) --------------------------------------------------------
+# A run of the tiny random model under memory pressure, recorded and replayed: small enough to run in
+# seconds, with admissions, preemptions and a drain to step through.
+REPLAY_SOURCE = """from pagedkv_edu.engine import LLMEngine, SamplingParams
+from pagedkv_edu.engine.trace import EngineTrace
+from pagedkv_edu.model.loading import load_model
+from pagedkv_edu.viz.replay_widget import ReplayWidget
+
+tiny = load_model("tiny-random")
+trace = EngineTrace()
+engine = LLMEngine(tiny.model, tiny.tokenizer, kv_budget_tokens=64, block_size=4, max_seq_len=64,
+                   watermark=0.0, trace=trace)
+prompts = [[100 + (7 * i + j) % 900 for j in range(5 + 3 * i)] for i in range(6)]
+engine.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True), use_tqdm=False)
+replay = ReplayWidget(trace, interval_ms=400)
+replay"""
+
+REPLAY_JS = """view => {
+    const svg = view.querySelector('svg.pagedkv-replay');
+    if (!svg) return null;
+    return {step: svg.dataset.step, refs: svg.querySelector('g.grid').dataset.refs,
+            running: svg.querySelector('g.queue[data-queue="running"]').dataset.ids};
+}"""
+
+
+def replay_notebook(lab: Lab, name: str) -> str:
+    """A two-cell notebook: setup, then the recorded run and its replay widget."""
+    chapter = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.v4.new_notebook(metadata={k: v for k, v in chapter.metadata.items() if k != "widgets"})
+    nb.cells = [nbformat.v4.new_code_cell("import pagedkv_edu\npagedkv_edu.setup(seed=0);"),
+                nbformat.v4.new_code_cell(REPLAY_SOURCE)]
+    nbformat.write(nb, lab.workdir / name)
+    return name
+
+
+def mirror_replay() -> Any:
+    """The replay cell executed in this process: the frames the browser must show."""
+    namespace: dict[str, Any] = {}
+    exec(REPLAY_SOURCE, namespace)
+    return namespace["replay"]
+
+
+def replay_model_state(replay: Any, index: int) -> dict[str, str]:
+    """What ``REPLAY_JS`` must read at frame ``index``, from the renderer's own output."""
+    from pagedkv_edu.viz.replay import frame_svg
+    svg = ET.fromstring(frame_svg(replay.state.trace, index, replay.state.selected))
+    groups = list(svg.iter(f"{SVG}g"))
+    grid = next(g for g in groups if g.get("class") == "grid")
+    running = next(g for g in groups if g.get("class") == "queue" and g.get("data-queue") == "running")
+    return {"step": str(index), "refs": grid.get("data-refs"), "running": running.get("data-ids")}
+
+
+def find_replay(page: Page, timeout_s: float = WIDGET_S) -> Locator:
+    output = notebook_panel(page).locator(".jp-CodeCell").last.locator(".jp-OutputArea-output")
+    output.first.wait_for(state="attached", timeout=WIDGET_S * 1000)
+    view = output.locator(".widget-vbox").filter(has=page.locator("svg.pagedkv-replay"))
+    try:
+        view.first.locator("svg.pagedkv-replay").wait_for(state="visible", timeout=timeout_s * 1000)
+    except PlaywrightError as exc:
+        raise WidgetMissing(f"no live replay widget within {timeout_s} s") from exc
+    return view.first
+
+
+def wait_for_replay(view: Locator, want: dict[str, str], timeout_s: float = CLICK_S) -> dict[str, str] | None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = view.evaluate(REPLAY_JS)
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def test_replay_slider_in_jupyterlab(lab: Lab, page: Page, shots: Shots) -> None:
+    """Drag the replay by keyboard and by its readout, then play it: the drawn frame follows the slider."""
+    name = replay_notebook(lab, "replay_live.ipynb")
+    open_and_run(page, lab, name)
+    model = mirror_replay()
+    last = model.state.num_frames - 1
+    assert last >= 5 and model.state.trace.frames[0].running, "the recorded run is too short to replay"
+    view = find_replay(page)
+    view.scroll_into_view_if_needed()
+    want = replay_model_state(model, 0)
+    assert wait_for_replay(view, want) == want, "the replay does not show the first frame of the run its cell recorded"
+    shots.take(view, "replay at step 1")
+
+    handle = view.locator(".noUi-handle").first          # the IntSlider's handle (ipywidgets 8, noUiSlider)
+    handle.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    want = replay_model_state(model, 3)
+    got = wait_for_replay(view, want)
+    assert got == want, f"after three steps right the browser shows\n{got}\nbut frame 3 is\n{want}"
+
+    readout = view.locator(".widget-readout").first      # type a step into the slider's readout
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(last))
+    page.keyboard.press("Enter")
+    want = replay_model_state(model, last)
+    got = wait_for_replay(view, want)
+    assert got == want, f"after jumping to the last step the browser shows\n{got}\nbut the last frame is\n{want}"
+    assert want["running"] == "" and set(want["refs"].split()) == {"0"}, "the run should end drained"
+    shots.take(view, "replay at the last step")
+
+    # Play (jslinked to the slider in the browser) from the start: the frame advances without clicks.
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("0")
+    page.keyboard.press("Enter")
+    assert wait_for_replay(view, replay_model_state(model, 0)) == replay_model_state(model, 0)
+    view.locator(".widget-play button").first.click()
+    deadline = time.monotonic() + CLICK_S
+    step = 0
+    while time.monotonic() < deadline and step < 2:
+        got = view.evaluate(REPLAY_JS)
+        step = int(got["step"]) if got else 0
+        time.sleep(0.2)
+    view.locator(".widget-play button").first.click()     # the same button pauses (ipywidgets 8)
+    assert step >= 2, f"play did not advance the replay (still at step {step})"
+    time.sleep(1.0)                                       # let the last frame land
+    got = view.evaluate(REPLAY_JS)
+    assert got == replay_model_state(model, int(got["step"])), "a played frame differs from the recorded one"
+    time.sleep(1.5)                                       # paused: over more than three play intervals ...
+    assert view.evaluate(REPLAY_JS) == got, "the replay kept moving after pause"
+    shots.take(view, "replay after play and pause")

@@ -6,6 +6,9 @@ whose free list is shuffled (so a sequence's blocks are scattered, as after hour
 and write every token into its slot through the slot mapping. Slots nobody wrote are filled
 with NaN, so a kernel that reads one, for instance past the end of a partly filled last
 block, returns NaN instead of a plausible number.
+
+It lives with the benchmarks, not in ``attention/``: it uses the allocator to scatter the
+blocks, and the kernels below it know only tensors.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from collections.abc import Sequence
 import torch
 
 from .. import runtime
+from ..attention.reference import store_kv_torch
 from ..block_pool import BlockPool
 from ..block_table import BlockTable, blocks_needed
-from .reference import store_kv_torch
 
 
 @dataclass

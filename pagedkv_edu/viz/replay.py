@@ -1,0 +1,297 @@
+"""Replay a recorded engine run: a pure state model, a pure SVG renderer, and key frames.
+
+An :class:`~pagedkv_edu.engine.trace.EngineTrace` holds one frame per engine step. This
+module draws a frame the way chapter 2's explorer draws a block manager, but sized for a real
+run: hundreds of blocks as small cells, fifty requests as chips in three queues (running,
+preempted, waiting), the step's events, and one chosen request's block table and text.
+
+Three readers again (see :mod:`.render`): the widget (:mod:`.replay_widget`) redraws the frame
+under its slider; the book and GitHub, where no kernel runs, show a **filmstrip** of key frames
+chosen from the trace by rule (:func:`key_frames`), never by hand; tests compare the SVG's
+``data-*`` attributes with the trace. Everything here is deterministic: same trace, same SVG.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from html import escape
+
+from ..engine.trace import EngineTrace, Frame
+from .render import FREE_COLOUR, _text, _text_colour, request_colour, request_label
+
+WIDTH = 760
+PAD, LINE = 12, 16
+CHIP_W, CHIP_H, CHIP_GAP = 34, 15, 3
+QUEUES = ("running", "preempted", "waiting")
+KEY_FRAMES = ("admission burst", "first preemption", "shared prefix", "drain")
+
+
+def key_frames(trace: EngineTrace) -> dict[str, int]:
+    """The frames worth a picture, each found by a rule (absent when the run has no such moment).
+
+    * **admission burst**: the first step that admitted the most requests;
+    * **first preemption**: the first step that preempted a request;
+    * **shared prefix**: the first step after which a block has more than one reference;
+    * **drain**: the first step from which nobody waits and nobody is admitted again: from
+      here the batch only shrinks.
+
+    Returned in step order.
+    """
+    frames = trace.frames
+    if not frames:
+        return {}
+    found: dict[str, int] = {}
+    most = max(len(f.admitted) for f in frames)
+    if most:
+        found["admission burst"] = next(i for i, f in enumerate(frames) if len(f.admitted) == most)
+    for name, rule in (("first preemption", lambda f: bool(f.preempted_now)),
+                       ("shared prefix", lambda f: f.num_shared > 0)):
+        hit = next((i for i, f in enumerate(frames) if rule(f)), None)
+        if hit is not None:
+            found[name] = hit
+    drain = len(frames)
+    while drain > 0 and not (frames[drain - 1].waiting or frames[drain - 1].preempted or frames[drain - 1].admitted):
+        drain -= 1
+    if drain < len(frames):
+        found["drain"] = drain
+    return dict(sorted(found.items(), key=lambda kv: (kv[1], KEY_FRAMES.index(kv[0]))))
+
+
+def _owners(frame: Frame) -> dict[int, list[Hashable]]:
+    owners: dict[int, list[Hashable]] = {}
+    for entry in frame.tables:
+        for block in entry.block_ids:
+            owners.setdefault(block, []).append(entry.seq_id)
+    return owners
+
+
+def _grid(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
+    """Every physical block as a cell: owner's colour, thick border when shared, dot when cached.
+
+    Neighbouring cells of one row that look the same are drawn as one bar (a request's blocks
+    usually sit together), which keeps a 640-block frame a few kilobytes. The per-block state
+    rides on the grid's ``data-*`` attributes, one entry per block, for tests and the browser.
+    """
+    n = frame.num_blocks
+    if n == 0:
+        return [_text(PAD, top + 12, "contiguous memory: no blocks to draw", colour="#555555")], top + LINE
+    cell = 16 if n <= 320 else 12 if n <= 800 else 8
+    cols = max(1, int((width - 2 * PAD) // cell))
+    owners = _owners(frame)
+
+    def colour(block: int) -> str:
+        who = owners.get(block)
+        return request_colour(who[0]) if who else ("#FFFFFF" if block in frame.cached else FREE_COLOUR)
+
+    labels = ["+".join(request_label(o) for o in owners[b]) if b in owners else "-" for b in range(n)]
+    out = [f'<g class="grid" data-refs="{" ".join(map(str, frame.ref_counts))}" '
+           f'data-owners="{escape(" ".join(labels))}" data-cached="{" ".join(map(str, sorted(frame.cached)))}">']
+    block = 0
+    while block < n:   # runs of equal cells within a row
+        r, c = divmod(block, cols)
+        end = block + 1
+        while end < n and end // cols == r and colour(end) == colour(block):
+            end += 1
+        out.append(f'<rect x="{PAD + c * cell:g}" y="{top + r * cell:g}" width="{(end - block) * cell - 1:g}" '
+                   f'height="{cell - 1:g}" fill="{colour(block)}"/>')
+        block = end
+    for block in range(n):
+        r, c = divmod(block, cols)
+        x, y = PAD + c * cell, top + r * cell
+        if frame.ref_counts[block] > 1:
+            out.append(f'<rect x="{x:g}" y="{y:g}" width="{cell - 1:g}" height="{cell - 1:g}" fill="none" '
+                       f'stroke="#000000" stroke-width="2"/>')
+        if block in frame.cached:
+            out.append(f'<circle cx="{x + cell / 2 - 0.5:g}" cy="{y + cell / 2 - 0.5:g}" r="{cell / 6:g}" '
+                       f'fill="#000000"/>')
+    out.append("</g>")
+    rows = -(-n // cols)
+    return out, top + rows * cell + 4
+
+
+def _queues(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
+    """Running, preempted and waiting requests as coloured chips, in queue order."""
+    out = []
+    per_row = max(1, int((width - 2 * PAD - 80) // (CHIP_W + CHIP_GAP)))
+    for name in QUEUES:
+        ids: tuple[Hashable, ...] = getattr(frame, name)
+        out.append(f'<g class="queue" data-queue="{name}" data-ids="{escape(" ".join(map(request_label, ids)))}">')
+        out.append(_text(PAD, top + 11, f"{name} ({len(ids)})", size=10, weight="bold"))
+        if not ids:
+            out.append(_text(PAD + 80, top + 11, "—", size=10, colour="#555555"))
+        for i, seq_id in enumerate(ids):
+            r, c = divmod(i, per_row)
+            x, y = PAD + 80 + c * (CHIP_W + CHIP_GAP), top + r * (CHIP_H + 2)
+            colour = request_colour(seq_id)
+            dashed = ' stroke="#000000" stroke-dasharray="3 2"' if name == "preempted" else ""
+            out.append(f'<rect x="{x:g}" y="{y:g}" width="{CHIP_W:g}" height="{CHIP_H:g}" rx="3" '
+                       f'fill="{colour}"{dashed}/>')
+            ink = _text_colour(colour)
+            out.append(_text(x + CHIP_W / 2, y + 11, request_label(seq_id), size=9, anchor="middle", colour=ink))
+        out.append("</g>")
+        top += max(1, -(-len(ids) // per_row)) * (CHIP_H + 2) + 4
+    return out, top
+
+
+def _events(frame: Frame) -> str:
+    parts = []
+    for word, ids in (("admitted", frame.admitted), ("preempted", frame.preempted_now), ("finished", frame.finished)):
+        if ids:
+            shown = " ".join(request_label(i) for i in ids[:12]) + (" …" if len(ids) > 12 else "")
+            parts.append(f"{word} {shown}")
+    if frame.copies:
+        parts.append("copy-on-write " + " ".join(f"{a}→{b}" for a, b in frame.copies[:6]))
+    return " · ".join(parts) or "decode only"
+
+
+def _request_panel(trace: EngineTrace, index: int, seq_id: Hashable, top: float) -> tuple[list[str], float]:
+    frame = trace.frames[index]
+    entry = frame.table(seq_id)
+    if entry is None:
+        where = next((q for q in QUEUES if seq_id in getattr(frame, q)), "finished" if frame.outputs(seq_id) else "")
+        head = f"{request_label(seq_id)}: no blocks ({where or 'not arrived'})"
+    else:
+        blocks = " ".join(map(str, entry.block_ids[:16])) + (" …" if len(entry.block_ids) > 16 else "")
+        head = f"{request_label(seq_id)}: {entry.num_tokens} tokens in {len(entry.block_ids)} blocks [{blocks}]"
+    out = [f'<g class="request" data-request="{escape(request_label(seq_id))}" '
+           f'data-blocks="{" ".join(map(str, entry.block_ids)) if entry else ""}">',
+           _text(PAD, top + 12, head, weight="bold")]
+    top += LINE
+    reply = trace.text(seq_id, index)
+    prompt = trace.prompt_text(seq_id).replace("\n", " ")
+    lines = [("…" + prompt[-90:]) if len(prompt) > 90 else prompt]
+    lines += textwrap.wrap("→ " + reply.replace("\n", " "), 110)[-4:] or ["→"]
+    for i, line in enumerate(lines):
+        out.append(_text(PAD, top + 12, line, size=10, colour="#555555" if i == 0 else "#000000", mono=True,
+                         cls="reply" if i else "prompt"))
+        top += 14
+    out.append("</g>")
+    return out, top + 4
+
+
+def frame_elements(trace: EngineTrace, index: int, selected: Hashable | None = None,
+                   width: float = WIDTH) -> tuple[list[str], float]:
+    """The SVG elements of frame ``index`` and the height they take (no ``<svg>`` wrapper)."""
+    if not 0 <= index < len(trace.frames):
+        raise IndexError(f"frame {index} is outside the trace's {len(trace.frames)} frames")
+    frame = trace.frames[index]
+    header = (f"step {index + 1}/{len(trace.frames)} · running {len(frame.running)} · preempted "
+              f"{len(frame.preempted)} · waiting {len(frame.waiting)} · blocks {frame.num_used}/{frame.num_blocks} "
+              f"used, {frame.num_shared} shared, {len(frame.cached)} cached")
+    out = [_text(PAD, PAD + 12, header, weight="bold", cls="counters"),
+           _text(PAD, PAD + 12 + LINE, _events(frame), size=10, colour="#333333", cls="events")]
+    grid, top = _grid(frame, PAD + 2 * LINE + 4, width)
+    queues, top = _queues(frame, top + 4, width)
+    out += grid + queues
+    if selected is not None:
+        panel, top = _request_panel(trace, index, selected, top + 2)
+        out += panel
+    return out, top + PAD
+
+
+def _svg(width: float, height: float, body: list[str], cls: str, extra: str = "") -> str:
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
+        f'viewBox="0 0 {width:g} {height:g}" style="max-width:100%;height:auto" class="{cls}"{extra}>',
+        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>', *body, "</svg>"])
+
+
+def frame_svg(trace: EngineTrace, index: int, selected: Hashable | None = None) -> str:
+    """The picture of one frame; with ``selected``, that request's table and text below it."""
+    body, height = frame_elements(trace, index, selected)
+    return _svg(WIDTH, height, body, "pagedkv-replay", f' data-step="{index}"')
+
+
+def filmstrip_svg(trace: EngineTrace, frames: Mapping[str, int] | None = None, *, columns: int = 2) -> str:
+    """Key frames side by side, each captioned with its rule's name: the static replay for the book."""
+    chosen = dict(frames if frames is not None else key_frames(trace))
+    if not chosen:
+        raise ValueError("no frame to show: the trace is empty")
+    if columns < 1:
+        raise ValueError(f"columns must be >= 1, got {columns}")
+    merged: dict[int, list[str]] = {}   # two rules may pick the same step: one tile, both names
+    for name, index in chosen.items():
+        merged.setdefault(index, []).append(name)
+    scale, tiles = 0.5, []
+    for index, names in merged.items():
+        body, height = frame_elements(trace, index)
+        tiles.append((" + ".join(names), index, body, height))
+    tile_w = WIDTH * scale
+    row_h: list[float] = []
+    for start in range(0, len(tiles), columns):
+        row_h.append(LINE + max(t[3] for t in tiles[start:start + columns]) * scale)
+    out, y = [], 0.0
+    for i, (name, index, body, height) in enumerate(tiles):
+        r, c = divmod(i, columns)
+        x, y = c * (tile_w + PAD), sum(row_h[:r]) + r * PAD
+        out.append(f'<g class="key-frame" data-name="{escape(name)}" data-step="{index}">')
+        out.append(_text(x + PAD * scale, y + 12, f"{name}: step {index + 1}", weight="bold"))
+        out.append(f'<svg x="{x:g}" y="{y + LINE:g}" width="{tile_w:g}" height="{height * scale:g}" '
+                   f'viewBox="0 0 {WIDTH:g} {height:g}">')
+        out.append(f'<rect width="{WIDTH:g}" height="{height:g}" fill="#FFFFFF" stroke="#999999"/>')
+        out += body
+        out += ["</svg>", "</g>"]
+    width = columns * tile_w + (columns - 1) * PAD
+    return _svg(width, sum(row_h) + (len(row_h) - 1) * PAD, out, "pagedkv-filmstrip")
+
+
+@dataclass
+class ReplayState:
+    """Where the replay stands: a frame index and a chosen request. Pure; the widget only calls it."""
+
+    trace: EngineTrace
+    index: int = 0
+    selected: Hashable | None = None
+
+    def __post_init__(self) -> None:
+        if not self.trace.frames:
+            raise ValueError("the trace has no frames: run the engine with trace=EngineTrace() first")
+        self.seek(self.index)
+        if self.selected is None:
+            self.selected = self.trace.seq_ids[0]
+        self.select(self.selected)
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.trace.frames)
+
+    @property
+    def frame(self) -> Frame:
+        return self.trace.frames[self.index]
+
+    def seek(self, index: int) -> None:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < self.num_frames:
+            raise ValueError(f"step index {index!r} is outside 0..{self.num_frames - 1}")
+        self.index = index
+
+    def select(self, seq_id: Hashable) -> None:
+        if seq_id not in self.trace.seq_ids:
+            raise ValueError(f"no request {seq_id!r} in this trace; choose one of {self.trace.seq_ids[:10]} …")
+        self.selected = seq_id
+
+    def svg(self) -> str:
+        return frame_svg(self.trace, self.index, self.selected)
+
+    def text(self) -> tuple[str, str]:
+        """The chosen request's prompt and its reply so far, as of this frame."""
+        assert self.selected is not None   # set in __post_init__
+        return self.trace.prompt_text(self.selected), self.trace.text(self.selected, self.index)
+
+
+class Filmstrip:
+    """The key frames as a static picture that Jupyter, GitHub and the book display."""
+
+    def __init__(self, trace: EngineTrace, frames: Mapping[str, int] | None = None, *, columns: int = 2) -> None:
+        self.frames = dict(frames if frames is not None else key_frames(trace))
+        self.svg = filmstrip_svg(trace, self.frames, columns=columns)
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        return {"image/svg+xml": self.svg, "text/plain": repr(self)}
+
+    def __repr__(self) -> str:
+        return "key frames: " + ", ".join(f"{name} (step {i + 1})" for name, i in self.frames.items())
+
+
+__all__ = ["Filmstrip", "ReplayState", "filmstrip_svg", "frame_elements", "frame_svg", "key_frames", "KEY_FRAMES"]

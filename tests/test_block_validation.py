@@ -1,0 +1,194 @@
+"""Every memory-layer method checks all of its input before it changes anything.
+
+Each refused call below is made against a busy manager (prefix caching on, shared prompt
+blocks, a fork, a queued copy-on-write), and the whole state, pool, tables, cache entries
+and statistics, must be exactly what it was before the call.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.block_pool import MAX_NUM_BLOCKS, BlockPool, OutOfBlocksError
+from pagedkv_edu.block_table import BlockTable, blocks_needed
+from pagedkv_edu.checks import check_token_ids, check_whole
+from pagedkv_edu.prefix_cache import PrefixCache
+
+REFUSED = (ValueError, KeyError, IndexError, OutOfBlocksError)
+BAD_TOKENS = ["x", None, 2**70, -1, 1.0, True, [1], 2**63]
+BAD_COUNTS = [-1, 1.5, "2", None, True, False, 2**70 * -1]
+
+
+def busy_manager() -> BlockManager:
+    """Two requests sharing a cached 8-token prefix, one of them forked, a copy-on-write queued."""
+    m = BlockManager(12, 4, enable_prefix_caching=True)
+    m.add_sequence("a", 10, list(range(10)))
+    m.mark_computed("a", list(range(10)))
+    m.add_sequence("b", 9, list(range(8)) + [99])
+    m.fork("a", "a2")
+    m.append_tokens("a2")                                   # shared partial last block: copy queued
+    return m
+
+
+def state(m: BlockManager) -> tuple:
+    cache = m.prefix_cache
+    return (m.pool.free_ids(), list(m.pool.ref_counts),
+            {s: (list(t.block_ids), t.num_tokens) for s, t in m.tables.items()},
+            copy.deepcopy((m._copies, m._hashes, m._cached_tokens, m._uncomputed)),
+            dict(cache._block_of) if cache else None, sorted(cache._key_of) if cache else None,
+            (cache.queried_tokens, cache.hit_tokens, cache.num_evictions) if cache else None)
+
+
+def assert_refused(m: BlockManager, call) -> None:
+    before = state(m)
+    with pytest.raises(REFUSED):
+        call(m)
+    assert state(m) == before
+
+
+@pytest.mark.parametrize("bad", BAD_TOKENS)
+@pytest.mark.parametrize("where", [0, 3, 5])    # first block, a full block, the partial last block
+def test_a_bad_token_id_anywhere_refuses_the_admission_before_it_is_live(bad, where) -> None:
+    m = busy_manager()
+    tokens: list = [0, 1, 2, 3, 4, 5, 6]                 # blocks of 4: one full block, then 3 tokens
+    tokens[where] = bad
+    n = len(tokens)
+    assert_refused(m, lambda m: m.add_sequence("c", n, tokens))
+    assert "c" not in m.tables
+    assert_refused(m, lambda m: m.can_allocate(n, 0, tokens))
+    assert_refused(m, lambda m: m.blocks_to_admit(n, tokens))
+
+
+def test_the_issue_case_is_refused_with_nothing_live() -> None:
+    m = BlockManager(8, 4, enable_prefix_caching=True)
+    before = state(m)
+    with pytest.raises(ValueError, match=r"token_ids\[7\].*'x'"):
+        m.add_sequence("c", 8, [1, 2, 3, 4, 5, 6, 7, "x"])
+    assert state(m) == before and not m.tables and m.prefix_cache.num_cached_blocks == 0
+
+
+@pytest.mark.parametrize("caching", [False, True])
+@pytest.mark.parametrize("bad", [None, 2**70, "x"])
+def test_bad_ids_in_a_partial_last_block_are_refused(caching, bad) -> None:
+    m = BlockManager(8, 4, enable_prefix_caching=caching)
+    with pytest.raises(ValueError, match=r"token_ids\[5\]"):
+        m.add_sequence("c", 6, [1, 2, 3, 4, 5, bad])
+    assert not m.tables and m.pool.num_free == 8
+
+
+@pytest.mark.parametrize("bad", BAD_COUNTS)
+def test_bad_counts_are_refused_by_every_method(bad) -> None:
+    m = busy_manager()
+    assert_refused(m, lambda m: m.append_tokens("a", bad))
+    assert_refused(m, lambda m: m.can_append("a", bad))
+    assert_refused(m, lambda m: m.blocks_to_append("a", bad))
+    assert_refused(m, lambda m: m.add_sequence("c", bad))
+    assert_refused(m, lambda m: m.can_allocate(bad))
+    assert_refused(m, lambda m: m.can_allocate(4, bad))               # the watermark
+    assert_refused(m, lambda m: m.pool.allocate(bad))
+    assert_refused(m, lambda m: m.table("a").append_tokens(m.pool, bad))
+
+
+@pytest.mark.parametrize("watermark", [-1, 0.5, 1.0, "1", None, True])
+def test_a_watermark_is_a_non_negative_whole_number_of_blocks(watermark) -> None:
+    m = busy_manager()
+    with pytest.raises(ValueError, match="watermark_blocks"):
+        m.can_allocate(4, watermark)
+
+
+def test_other_refusals_change_nothing() -> None:
+    m = busy_manager()
+    assert_refused(m, lambda m: m.add_sequence("a", 4))                       # already live
+    assert_refused(m, lambda m: m.add_sequence("c", 4, [1, 2, 3]))            # length mismatch
+    assert_refused(m, lambda m: m.add_sequence("c", 4, "abcd"))               # a string is not ids
+    assert_refused(m, lambda m: m.add_sequence("c", 4, 1234))
+    assert_refused(m, lambda m: m.add_sequence("c", 49))                      # more than the pool
+    assert_refused(m, lambda m: m.append_tokens("nobody"))
+    assert_refused(m, lambda m: m.fork("nobody", "c"))
+    assert_refused(m, lambda m: m.fork("a", "b"))
+    assert_refused(m, lambda m: m.fork("b", "c"))                             # not computed yet
+    assert_refused(m, lambda m: m.mark_computed("a", list(range(9))))          # too few ids
+    assert_refused(m, lambda m: m.mark_computed("a", list(range(9)) + [None, 3]))
+    assert_refused(m, lambda m: m.finish("nobody"))
+    assert_refused(m, lambda m: m.slot_mapping("a", 0, 11))
+    assert_refused(m, lambda m: m.slot_mapping("a", True, 3))
+    assert_refused(m, lambda m: m.pool.free_all([0, 0, 0, 0, 0]))
+    assert_refused(m, lambda m: m.pool.touch(True))
+    assert_refused(m, lambda m: m.pool.free(12))
+    assert_refused(m, lambda m: m.prefix_cache.lookup([1, None, 3]))
+
+
+def test_a_hash_function_that_raises_changes_nothing() -> None:
+    m = BlockManager(8, 4)
+
+    def refuse_second_block(parent: bytes, tokens) -> bytes:
+        if parent:
+            raise ValueError("this hash function refuses any block after the first")
+        return bytes(tokens)
+
+    m.enable_prefix_caching(refuse_second_block)
+    assert_refused(m, lambda m: m.add_sequence("c", 9, list(range(9))))    # fails in the lookup
+    assert_refused(m, lambda m: m.add_sequence("c", 8, list(range(8))))    # fails hashing the capped last block
+
+
+@pytest.mark.parametrize("bad", [True, False, 0, -3, 2.0, "16", None])
+def test_sizes_are_whole_positive_numbers_and_a_bool_is_not_one(bad) -> None:
+    with pytest.raises(ValueError, match="block_size"):
+        BlockPool(4, bad)
+    with pytest.raises(ValueError, match="num_blocks"):
+        BlockPool(bad, 4)
+    with pytest.raises(ValueError, match="block_size"):
+        BlockTable(bad)
+    with pytest.raises(ValueError, match="block_size"):
+        BlockManager(4, bad)
+    if bad is not None:
+        with pytest.raises(ValueError, match="max_seq_len"):
+            BlockManager(4, 4, bad)
+
+
+def test_absurd_pools_are_refused_before_anything_is_allocated() -> None:
+    with pytest.raises(ValueError, match=r"num_blocks must be a whole number in 1\.\.2097152"):
+        BlockPool(10**12 // 16, 16)
+    assert BlockPool(MAX_NUM_BLOCKS, 1).num_free == MAX_NUM_BLOCKS
+
+
+def test_block_tables_refuse_ids_that_are_not_block_ids() -> None:
+    for ids in ([True], [-1], ["0"], [1.0]):
+        with pytest.raises(ValueError, match="block ids"):
+            BlockTable(4, ids, 3)
+    with pytest.raises(ValueError, match="num_tokens"):
+        blocks_needed(True, 4)
+
+
+def test_a_prefix_cache_needs_a_hash_function() -> None:
+    with pytest.raises(ValueError, match="hash_fn"):
+        PrefixCache(BlockPool(4, 4), hash_fn="sha256")
+
+
+def test_checks_name_the_argument_and_shorten_huge_values() -> None:
+    with pytest.raises(ValueError, match="tokens must be a whole number >= 1, got an integer of 1329 bits"):
+        check_whole("tokens", -(10**400), 1)
+    with pytest.raises(ValueError, match=r"ids\[1\]"):
+        check_token_ids([1, 10**400], "ids")
+    numpy = pytest.importorskip("numpy")
+    assert check_token_ids(numpy.arange(3)) == [0, 1, 2] and type(check_token_ids(numpy.arange(1))[0]) is int
+
+
+@settings(max_examples=60, deadline=None)
+@given(prompt=st.lists(st.integers(0, 50), min_size=1, max_size=20), where=st.data(),
+       bad=st.sampled_from(BAD_TOKENS), caching=st.booleans())
+def test_any_bad_id_anywhere_changes_nothing(prompt, where, bad, caching) -> None:
+    """Property: with or without caching, one bad id at any position is refused and nothing moves."""
+    m = BlockManager(12, 4, enable_prefix_caching=caching)
+    m.add_sequence("a", 9, list(range(9)))
+    m.mark_computed("a", list(range(9)))
+    i = where.draw(st.integers(0, len(prompt) - 1))
+    tokens = prompt[:i] + [bad] + prompt[i + 1:]
+    assert_refused(m, lambda m: m.add_sequence("c", len(tokens), tokens))
+    assert_refused(m, lambda m: m.can_allocate(len(tokens), 0, tokens))
+    assert_refused(m, lambda m: m.mark_computed("a", list(range(9))[:i] + [bad] + list(range(9))[i + 1:]))
