@@ -22,7 +22,7 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from .checks import check_whole
+from .checks import check_whole, is_whole
 
 RESERVE_POLICIES = ("max", "pow2", "oracle")
 
@@ -35,8 +35,9 @@ def reservation_size(final_len: int, max_seq_len: int, policy: str = "max") -> i
     """Slots a contiguous system reserves for a request that will end at ``final_len`` tokens."""
     if policy not in RESERVE_POLICIES:
         raise ValueError(f"unknown reservation policy {policy!r}; choose one of {RESERVE_POLICIES}")
-    if not 0 < final_len <= max_seq_len:
-        raise ValueError(f"final length {final_len} must be in 1..max_seq_len={max_seq_len}")
+    check_whole("max_seq_len", max_seq_len, 1)
+    if not is_whole(final_len) or not 0 < final_len <= max_seq_len:
+        raise ValueError(f"final length {final_len!r} must be in 1..max_seq_len={max_seq_len}")
     if policy == "max":
         return max_seq_len
     if policy == "pow2":

@@ -38,6 +38,9 @@ def test_reservation_rules() -> None:
     ((825, 2048, "lru"), "unknown reservation policy 'lru'"),
     ((0, 2048, "max"), "final length 0 must be in 1..max_seq_len=2048"),
     ((2049, 2048, "oracle"), "final length 2049 must be in 1..max_seq_len=2048"),
+    ((2.5, 2048, "pow2"), "final length 2.5 must be in 1..max_seq_len=2048"),
+    ((True, 2048, "pow2"), "final length True must be in 1..max_seq_len=2048"),
+    ((4, 0, "max"), "max_seq_len must be a whole number >= 1, got 0"),
 ])
 def test_bad_reservations_are_refused(args, bad) -> None:
     with pytest.raises(ValueError, match=bad):
