@@ -44,8 +44,7 @@ class NoContiguousSpaceError(RuntimeError):
 
 def next_power_of_two(n: int) -> int:
     """The smallest power of two >= ``n`` (``n`` >= 1)."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"next_power_of_two needs a positive integer, got {n!r}")
+    check_whole("n", n, 1)
     return 1 << (n - 1).bit_length()
 
 
@@ -59,10 +58,9 @@ def reservation_size(prompt_len: int, output_len: int, max_seq_len: int, policy:
     """
     if policy not in RESERVE_POLICIES:
         raise ValueError(f"unknown reservation policy {policy!r}; choose one of {RESERVE_POLICIES}")
-    if not isinstance(prompt_len, int) or prompt_len < 1:
-        raise ValueError(f"prompt length must be a positive integer, got {prompt_len!r}")
-    if not isinstance(output_len, int) or output_len < 0:
-        raise ValueError(f"output length must be a non-negative integer, got {output_len!r}")
+    check_whole("max_seq_len", max_seq_len, 1)
+    check_whole("prompt length", prompt_len, 1)
+    check_whole("output length", output_len, 0)
     if prompt_len + output_len > max_seq_len:
         raise ValueError(f"final length {prompt_len} + {output_len} exceeds max_seq_len={max_seq_len}")
     if policy == "max":
@@ -180,8 +178,7 @@ class BuddyArena:
     allocator = "buddy"
 
     def __init__(self, capacity: int) -> None:
-        if not isinstance(capacity, int) or capacity <= 0:
-            raise ValueError(f"arena capacity must be a positive integer, got {capacity!r}")
+        check_whole("arena capacity", capacity, 1)
         self.capacity = capacity
         self._free: dict[int, set[int]] = {}           # block size -> starts of free blocks of that size
         self._extents: list[Extent] = []               # sorted by start
@@ -231,8 +228,7 @@ class BuddyArena:
         """Take the lowest-address smallest free block that holds ``next_power_of_two(size)``, splitting it."""
         if owner in self._by_owner:
             raise KeyError(f"owner {owner!r} already holds a reservation")
-        if not isinstance(size, int) or not 0 < size <= self._top:
-            raise ValueError(f"reservation size must be in 1..{self._top} (the largest buddy block), got {size!r}")
+        check_whole("reservation size (at most the largest buddy block)", size, 1, self._top)
         need = next_power_of_two(size)
         candidates = [b for b, starts in self._free.items() if b >= need and starts]
         if not candidates:

@@ -49,9 +49,12 @@ def test_pow2_is_not_the_power_of_two_of_the_final_length() -> None:
 
 @pytest.mark.parametrize("args, bad", [
     ((625, 200, 2048, "lru"), "unknown reservation policy 'lru'"),
-    ((0, 200, 2048, "max"), "prompt length must be a positive integer, got 0"),
-    ((10, -1, 2048, "max"), "output length must be a non-negative integer, got -1"),
+    ((0, 200, 2048, "max"), "prompt length must be a whole number >= 1, got 0"),
+    ((10, -1, 2048, "max"), "output length must be a whole number >= 0, got -1"),
     ((2000, 49, 2048, "oracle"), "final length 2000 \\+ 49 exceeds max_seq_len=2048"),
+    ((2.5, 10, 2048, "pow2"), "prompt length must be a whole number >= 1, got 2.5"),
+    ((True, 10, 2048, "pow2"), "prompt length must be a whole number >= 1, got True"),
+    ((4, 0, 0, "max"), "max_seq_len must be a whole number >= 1, got 0"),
 ])
 def test_bad_reservations_are_refused(args, bad) -> None:
     with pytest.raises(ValueError, match=bad):
@@ -192,7 +195,7 @@ def test_first_fit_would_have_merged_the_same_neighbours() -> None:
 def test_buddy_capacity_that_is_not_a_power_of_two() -> None:
     arena = BuddyArena(12)                             # 8 + 4
     assert arena.holes() == [(0, 8), (8, 4)] and arena.max_allocation == 8
-    with pytest.raises(ValueError, match="reservation size must be in 1..8 \\(the largest buddy block\\), got 9"):
+    with pytest.raises(ValueError, match="reservation size \\(at most the largest buddy block\\) must be a whole number in 1..8, got 9"):
         arena.allocate("a", 9)
     arena.allocate("a", 4)
     arena.allocate("b", 4)
