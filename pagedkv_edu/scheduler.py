@@ -13,7 +13,7 @@ scheduler is the one in nano-vllm and vLLM, reduced to its memory logic:
 The scheduler never looks at a model. Chapter 1-2's simulation and chapter 6's engine drive
 the same scheduler, with the contiguous arena or the block manager as its memory.
 
-Chapter 7 adds two things. A sequence that knows its token ids (the engine's do) passes them
+Chapters 7 and 8 add two things. A sequence that knows its token ids (the engine's do) passes them
 at admission, so paged memory with a prefix cache counts only the blocks the sequence really
 takes: cached blocks in use cost nothing, cached free ones come out of the free queue (vLLM
 v1's ``get_num_blocks_to_allocate``). A sequence admitted later in the same step may share

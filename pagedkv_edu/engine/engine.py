@@ -7,7 +7,7 @@ block manager (paged) or a first-fit arena of ``max_seq_len`` reservations (cont
 system before PagedAttention). Both engines run the same model and the same scheduler, so
 the difference between them is the memory policy alone.
 
-Chapter 7 lets sequences share blocks, paged policy only:
+Chapters 7 (parallel sampling) and 8 (prefix caching) let sequences share blocks, paged policy only:
 
 * **parallel sampling** (``SamplingParams(n=4)``): the request is admitted and prefilled once;
   right after the prefill its sequence is forked into ``n`` samples that share the prompt's
