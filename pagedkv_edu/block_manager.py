@@ -8,7 +8,7 @@ one token?") and performs the three events of a sequence's life: add (prefill), 
 Every method validates its input before touching state, so a bad call leaves the pool and
 every table exactly as they were.
 
-Chapter 7 adds sharing, in three pieces:
+Chapters 7 and 8 add sharing, in three pieces (fork and copy-on-write in 7, prefix caching in 8):
 
 * **fork**: a child sequence points at all its parent's blocks, each gaining a reference
   (parallel sampling: n samples of one prompt hold the prompt once);

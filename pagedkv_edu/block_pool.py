@@ -10,7 +10,7 @@ sequence); chapter 7 lets several sequences share a block, and a block returns t
 list only when its last reference drops.
 
 The free list is a FIFO queue: blocks are taken from the front and returned at the back,
-as in vLLM's free-block queue and nano-vllm's ``deque``. Chapter 7's prefix cache needs one
+as in vLLM's free-block queue and nano-vllm's ``deque``. Chapter 8's prefix cache needs one
 more thing from it: a freed block keeps its contents (and its place in the cache) until it
 is handed out again, and a cache hit on such a block must pull it out of the *middle* of
 the queue. vLLM v1 keeps an intrusive doubly linked list for that (``FreeKVCacheBlockQueue``);
@@ -45,7 +45,7 @@ class BlockPool:
         self.block_size = block_size
         self.ref_counts: list[int] = [0] * num_blocks
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
-        # Called with each block ``allocate`` takes from the free queue. The prefix cache (chapter 7)
+        # Called with each block ``allocate`` takes from the free queue. The prefix cache (chapter 8)
         # forgets the block's hash there: eviction is lazy, a freed block stays findable until reused.
         self.on_reuse: Callable[[int], None] | None = None
 

@@ -104,7 +104,7 @@ class BlockTable:
     def release(self, pool: BlockPool) -> list[int]:
         """Return every block to the pool, last block first, and empty the table.
 
-        Tail-first order means that, in chapter 7's prefix cache, the end of a sequence is
+        Tail-first order means that, in chapter 8's prefix cache, the end of a sequence is
         evicted before its shared beginning.
         """
         released = list(reversed(self.block_ids))

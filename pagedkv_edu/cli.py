@@ -128,7 +128,7 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--allocator", choices=ALLOCATORS, default="first-fit",
                    help="contiguous only: where reservations go, first-fit or the paper's buddy allocator")
     p.add_argument("--prefix-caching", action="store_true",
-                   help="paged only: share cached prompt blocks between requests (ch. 7)")
+                   help="paged only: share cached prompt blocks between requests (ch. 8)")
     p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
     p.add_argument("--timeline", action="store_true", help="with --json, include every step and request")
     add_json_flag(p)

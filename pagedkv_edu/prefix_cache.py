@@ -1,4 +1,4 @@
-"""Automatic prefix caching: find blocks whose K/V another request already computed (chapter 7).
+"""Automatic prefix caching: find blocks whose K/V another request already computed (chapter 8).
 
 Fifty consultants send the same 200-token system prompt. Its K and V are the same numbers
 every time (a token's K/V depend only on the tokens before it), so computing them once and

@@ -24,7 +24,7 @@ step (the order vLLM v1 uses). Both phases share one **token budget** per step
 several steps (chunked prefill), and decodes are never starved by a long prompt. A step is
 a mixed batch: some sequences bring one token, others a chunk of a prompt.
 
-Chapter 7 adds two things. A sequence that knows its token ids (the engine's do) passes them
+Chapters 7 and 8 add two things. A sequence that knows its token ids (the engine's do) passes them
 at admission, so paged memory with a prefix cache starts it from its longest cached prefix
 and counts only the blocks it really takes. Blocks are registered in the cache as soon as
 their tokens are scheduled, so a sequence admitted later in the same step can share them: the

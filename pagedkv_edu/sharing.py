@@ -1,9 +1,9 @@
-"""Sharing blocks without a model: what fork and the prefix cache save on a workload (chapter 7).
+"""Sharing blocks without a model: what fork and the prefix cache save on a workload (chapters 7, 8).
 
 Chapter 7's engine runs a real model, which on a CPU means small, scaled-down requests.
 Memory does not need the model: which blocks a sequence holds depends only on token counts
 and, for the prefix cache, token ids. So this module drives the real block manager (the
-same code the engine uses) with the seed-000 workload at full size:
+same code the engine uses) with the paged-KV-cache article's workload at full size:
 
 * :func:`parallel_sampling_blocks` forks a prompt into ``n`` samples and counts the blocks
   held at every decode step, against ``n`` independent copies of the request;

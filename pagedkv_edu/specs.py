@@ -131,9 +131,9 @@ class ModelSpec:
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        # Seed 004: Llama-3.2-1B in bf16 with GQA needs 32 KiB per token.
+        # The block-table article: Llama-3.2-1B in bf16 with GQA needs 32 KiB per token.
         ModelSpec("llama-3.2-1b", 16, 32, 8, 64, 2048, 8192, 128256, True, "bf16"),
-        # Seed 000: "a typical 7B model in FP16": 14 GB of weights. Llama-2-7B's shape, no GQA.
+        # The paged-KV-cache article: "a typical 7B model in FP16": 14 GB of weights. Llama-2-7B's shape, no GQA.
         ModelSpec("llama-2-7b", 32, 32, 32, 128, 4096, 11008, 32000, False, "fp16"),
         # The model this book runs with real weights on a CPU (HuggingFaceTB/SmolLM2-135M-Instruct).
         ModelSpec("smollm2-135m", 30, 9, 3, 64, 576, 1536, 49152, True, "bf16"),

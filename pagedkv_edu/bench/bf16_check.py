@@ -30,7 +30,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 BF16_UNIT = 2.0 ** -8
-"""bfloat16 keeps 8 significant bits: one rounding is off by up to half of this, relatively."""
+"""bfloat16 keeps 8 significant bits, so numbers are 2^-7 apart at 1 (``torch.finfo(torch.bfloat16).eps``):
+one rounding to nearest is off by at most half of that, this, relatively."""
 
 
 @triton.jit

@@ -8,7 +8,7 @@ claim: how many requests run at once, and what that does to throughput and laten
 Optionally (``--peers``) the same requests go through transformers' own paths: static batched
 ``generate`` with left padding, and its continuous-batching ``generate_batch`` when present.
 
-``--prefix-caching`` (chapter 7) adds a third run, paged with automatic prefix caching, and
+``--prefix-caching`` (chapter 8) adds a third run, paged with automatic prefix caching, and
 reports its hit rate, the prefill tokens it saved and its time-to-first-token gain over
 plain paged serving; ``--few-shot 5`` serves the 5-shot variant, whose prompts share about
 1,000 tokens instead of 200.
@@ -63,7 +63,7 @@ class ServeSetup:
 
 def make_setup(model: LoadedModel, *, num_requests: int = 50, length_scale: float = 1.0, output_scale: float = 1.0,
                block_size: int = 16, kv_budget_tokens: int | None = None, seed: int = 0, shots: int = 0) -> ServeSetup:
-    """The seed-000 workload as token ids, with a budget of ten ``max_seq_len`` reservations by default.
+    """The paged-KV-cache article's workload as token ids, with a budget of ten ``max_seq_len`` reservations by default.
 
     ``shots > 0`` adds that many worked examples to the shared system prompt (and to ``max_seq_len``).
     """
@@ -205,7 +205,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--peers", action="store_true", help="also run transformers' static generate and generate_batch")
     p.add_argument("--prefix-caching", action="store_true",
-                   help="also run paged with automatic prefix caching; report hit rate and TTFT gain (ch. 7)")
+                   help="also run paged with automatic prefix caching; report hit rate and TTFT gain (ch. 8)")
     p.add_argument("--few-shot", type=whole_number(0, 1000), default=0, metavar="SHOTS",
                    help="add SHOTS worked examples of 160 tokens to the shared system prompt (5 = about 1,000 shared)")
     p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)

@@ -17,7 +17,7 @@ Both policies run the same model, the same scheduler and the same loop, so the d
 between them is the memory policy alone. :func:`~pagedkv_edu.simulate.simulate` runs the
 same scheduler with a stand-in for the model.
 
-Chapter 7 lets sequences share blocks, paged policy only:
+Chapters 7 (parallel sampling) and 8 (prefix caching) let sequences share blocks, paged policy only:
 
 * **parallel sampling** (``SamplingParams(n=4)``): the request is admitted and prefilled once;
   right after the prefill its sequence is forked into ``n`` samples that share the prompt's

@@ -155,7 +155,7 @@ def _random_table(rng: random.Random, num_blocks: int, needed: int, width: int) 
 
 def _store_cases() -> list[Case]:
     cases = [
-        Case("seed 004's walk-through: block size 4, two tokens into blocks 7 and 1",
+        Case("the block-table article's walk-through: block size 4, two tokens into blocks 7 and 1",
              dict(B=4, blocks=8, heads=2, dim=8, slots=[28, 5], dtype=torch.float32)),
         Case("padding (slot -1) between tokens, and slot 0, block size 5",
              dict(B=5, blocks=4, heads=1, dim=4, slots=[7, -1, 0, -1, 19], dtype=torch.float32)),
@@ -304,7 +304,7 @@ def _load_tile_harness(cache_ptr, table_ptr, seq_lens_ptr, out_ptr,
 def _gather_cases(seed: int) -> list[Case]:
     """Sequences in shuffled blocks; lengths 0, 1, B - 1, B, 2B and random ones."""
     cases = [
-        Case("seed 004: 9 tokens in blocks [7, 1, 3], block size 4, tiles of 4",
+        Case("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4, tiles of 4",
              dict(B=4, blocks=8, lens=[9], tables=[[7, 1, 3, -1]], tile=4, heads=1, dim=4, dtype=torch.float32)),
         Case("block size 5, lengths 5 and 11 (a full block and a ragged one), tiles of 8",
              dict(B=5, blocks=7, lens=[5, 11], tables=None, tile=8, heads=2, dim=3, dtype=torch.float32)),

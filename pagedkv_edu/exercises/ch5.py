@@ -4,7 +4,7 @@ The decoder takes a step's tokens end to end, with no padding, so three lists mu
 for every token: its *position* (which RoPE rotates by), its *slot* (where its K/V goes),
 and, per sequence, the row of its *last* token (whose logits pick the next token). The cases
 are a decode step, a prefill of prompts of different lengths, and a mixed step in which one
-prompt's first blocks are already cached (chapter 7's prefix hit). The usual bugs: counting
+prompt's first blocks are already cached (chapter 8's prefix hit). The usual bugs: counting
 positions from 0 (ignores what is cached), using the logical block number as the physical
 one, taking the first token's logits instead of the last's. Hidden random batches
 (:mod:`.grading`) use block sizes that are not powers of two, one-token sequences and

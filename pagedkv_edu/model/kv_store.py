@@ -51,7 +51,7 @@ class StepMetadata:
     The step's tokens are laid end to end: sequence ``i`` contributes ``query_lens[i]`` tokens,
     the last ``query_lens[i]`` of its ``seq_lens[i]`` (the earlier ones are already cached). A
     decode step has ``query_lens == (1, 1, ...)``; a prefill brings a whole prompt, a chunk of
-    one, or the rest of one whose prefix is cached already (chapter 7's prefix cache, a
+    one, or the rest of one whose prefix is cached already (chapter 8's prefix cache, a
     preempted recompute); a mixed step has both kinds.
     """
 

@@ -10,7 +10,7 @@ A block can be in one of four states:
 
 * ``free``: in the pool's free queue (reference count 0);
 * ``owned``: referenced by exactly one live request of this manager;
-* ``shared``: referenced more than once (chapter 7's prefix sharing and copy-on-write);
+* ``shared``: referenced more than once (chapter 7's fork and copy-on-write, chapter 8's prefix cache);
 * ``other``: in use, but by no table this manager knows, e.g. the busy blocks of a pool
   built with ``BlockPool.from_free_order`` for the seeds' walk-throughs.
 """
