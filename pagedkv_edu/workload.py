@@ -103,7 +103,7 @@ def prompt_token_ids(request: Request, vocab_size: int, seed: int = 0, *, low: i
     """Deterministic token ids for a request whose first ``shared_prefix_len`` ids are shared.
 
     Requests in this workload share the system prompt; giving them identical leading ids is
-    what lets prefix caching (chapter 7) find the shared blocks. Ids start at ``low`` to stay
+    what lets prefix caching (chapter 8) find the shared blocks. Ids start at ``low`` to stay
     clear of a tokenizer's special tokens.
     """
     if vocab_size <= low:
