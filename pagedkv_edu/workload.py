@@ -1,4 +1,4 @@
-"""The seed-000 workload: 50 travel consultants querying hotel availability at peak season.
+"""The paged-KV-cache article's workload: 50 travel consultants querying hotel availability at peak season.
 
 Each request's prompt is a 200-token system prompt shared by all requests, 400-800 tokens
 of retrieved hotel context and a 25-token query (625-1,025 tokens in all). Its output is
@@ -64,7 +64,7 @@ def copilot50(
     length_scale: float = 1.0,
     arrival_rate: float | None = None,
 ) -> list[Request]:
-    """The seeded seed-000 workload.
+    """The paged-KV-cache article's workload, seeded.
 
     ``output_scale`` shrinks outputs (e.g. 0.2 for "outputs / 5") so a CPU can run a real
     model through it. ``length_scale`` shrinks every length, prompts and shared prefix too

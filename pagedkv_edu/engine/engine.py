@@ -63,7 +63,7 @@ DEFAULT_MAX_SEQ_LEN = 2048
 A contiguous cache must reserve ``max_seq_len`` slots per sequence up front. Llama-3.2-1B's
 context is 131,072 tokens: reserving that per sequence would need 4 GiB of K/V for each
 request in bf16, and no reservation would fit the default budget. 2,048 is the context of
-the book's workload (seed 000: prompts of 625-1,025 tokens, outputs up to 500); pass
+the book's workload (the paged-KV-cache article's: prompts of 625-1,025 tokens, outputs up to 500); pass
 ``max_seq_len`` for longer requests. The paged engine reserves nothing, so it defaults to the
 model's whole context.
 """
