@@ -1,22 +1,26 @@
 """The block-table explorer's state: the engine's scheduler and block manager, driven by a reader's clicks.
 
 This is the model half of the explorer widget, with no widget in it, so tests (and a
-notebook cell) can drive it directly. It drives the same :class:`~pagedkv_edu.scheduler.Scheduler`
-over the same :class:`~pagedkv_edu.scheduler.PagedMemory` as the engine and
-:func:`~pagedkv_edu.simulate.simulate`: a click changes what the sequences need (a new
-prompt, one more token each), and the scheduler takes the blocks, so utilisation, waste,
-copies and preemptions are counted where the engine counts them. Each action is one event of a serving engine's memory
+notebook cell) can drive it directly. Each action is one event of a serving engine's memory
 life: a request arrives with its prompt (prefill), every live request grows by one token
 (a decode step), a request forks into a sample that shares its blocks (parallel sampling,
 chapter 7), a request finishes and returns its blocks.
+
+The explorer holds no memory logic of its own. It drives the same
+:class:`~pagedkv_edu.scheduler.Scheduler` over the same :class:`~pagedkv_edu.scheduler.PagedMemory`
+as the engine and :func:`~pagedkv_edu.simulate.simulate`, with the reader in the place of the
+model: a click says what the sequences need (a new prompt, one more token each) and the
+scheduler takes the blocks, so utilisation, waste, copies and preemptions are counted where
+the engine counts them.
 
 A reader will click "decode step" on a full pool, and that must teach rather than crash. So
 actions never raise on a reader's input: they return whether they happened and leave a
 message, and one that fails changes nothing. A decode step is all-or-nothing: it first asks
 every request how many blocks it needs to grow, a copy-on-write block included, and if
-they are more than the free ones it names the requests and grows none (the scheduler
-would preempt one; the explorer asks first and refuses instead, since preemption is chapter 6). Changing the block size or the pool size
-rebuilds an empty pool, and the message says so.
+they are more than the free ones it names the requests and grows none (the scheduler would
+preempt the newest; the explorer asks first and refuses instead, since preemption is
+chapter 6). Changing the block size or the pool size rebuilds an empty pool, and the
+message says so.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ class ExplorerState:
             self._fail(f"{name}: {prompt_tokens} tokens exceed max_seq_len={self.max_seq_len}; not added")
             return None
         need = -(-prompt_tokens // self.block_size)
-        if not self.manager.can_allocate(prompt_tokens):
+        if not self.memory.can_admit(request_id, prompt_tokens):
             self._fail(f"{name} needs {need} blocks for {prompt_tokens} tokens but only "
                        f"{self.manager.pool.num_free} are free; not added")
             return None
