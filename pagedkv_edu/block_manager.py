@@ -24,11 +24,9 @@ Chapters 7 and 8 add sharing, in three pieces (fork and copy-on-write in 7, pref
   before any of it attends. Blocks that fill during decoding are registered when the engine
   reports them computed (:meth:`mark_computed`).
 
-  Registering before computing has one hazard: a sequence released before its first forward
-  pass (preempted in the step that admitted it) leaves blocks that were never written. Its
-  registrations are withdrawn when it is released. A sequence that found those blocks was
-  admitted after it, so a newest-first preemption has released that one already;
-  :meth:`finish` refuses the other order rather than leave garbage findable.
+  Registering before computing is safe because the scheduler grows its running sequences
+  before admitting new ones (vLLM v1's order): a sequence admitted in a step is never
+  preempted in that same step, so its blocks are always written by the step's forward pass.
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ class BlockManager:
         self._copies: list[tuple[int, int]] = []            # copy-on-write pairs not yet taken
         self._hashes: dict[Hashable, list[BlockHash]] = {}   # each sequence's chain of full-block hashes
         self._cached_tokens: dict[Hashable, int] = {}        # prompt tokens found in the cache at admission
-        self._uncomputed: dict[Hashable, list[int]] = {}     # blocks registered at admission, not yet written
         if enable_prefix_caching:
             self.enable_prefix_caching()
 
@@ -155,7 +152,7 @@ class BlockManager:
         if chain is not None:
             self.prefix_cache.record(num_tokens, hit.num_tokens)
             self._hashes[seq_id] = list(hit.hashes)
-            self._uncomputed[seq_id] = self._register_full_blocks(seq_id, token_ids, chain)
+            self._register_full_blocks(seq_id, token_ids, chain)
         return table
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> BlockTable:
@@ -163,8 +160,6 @@ class BlockManager:
         parent = self._table(parent_id)
         if child_id in self.tables:
             raise KeyError(f"sequence {child_id!r} is already live")
-        if parent_id in self._uncomputed:
-            raise ValueError(f"sequence {parent_id!r} has not been computed yet (mark_computed); fork it after its prefill")
         for block_id in parent.block_ids:
             self.pool.incref(block_id)
         child = BlockTable(self.block_size, list(parent.block_ids), parent.num_tokens)
@@ -208,8 +203,8 @@ class BlockManager:
     def mark_computed(self, seq_id: Hashable, token_ids: Sequence[int]) -> int:
         """The forward pass has written the K/V of every token in ``seq_id``'s table.
 
-        Its blocks registered at admission are safe to keep after a release now, and the
-        blocks that filled since (decoding) become findable. ``token_ids`` are the sequence's
+        The blocks that filled since its admission (decoding, or the next chunk of a chunked
+        prefill) become findable. ``token_ids`` are the sequence's
         tokens, at least as many as the table holds. Returns the number of blocks added to the
         cache; without prefix caching it does nothing.
         """
@@ -221,7 +216,6 @@ class BlockManager:
             raise ValueError(f"sequence {seq_id!r} holds {table.num_tokens} tokens but {len(token_ids)} token ids "
                              f"were given")
         chain = self.prefix_cache.chain(token_ids[:table.num_tokens], self._hashes.get(seq_id, []))
-        self._uncomputed.pop(seq_id, None)
         return len(self._register_full_blocks(seq_id, token_ids, chain))
 
     def _register_full_blocks(self, seq_id: Hashable, token_ids: Sequence[int], chain: list[BlockHash]) -> list[int]:
@@ -245,22 +239,11 @@ class BlockManager:
         """Return every block of ``seq_id`` to the pool; returns them in release order.
 
         Shared blocks lose one reference and stay with their other holders. A queued copy
-        into a block that is now free is dropped: nobody will read it. A sequence released
-        before its forward pass withdraws the cache entries of the blocks it never wrote.
+        into a block that is now free is dropped: nobody will read it.
         """
         table = self._table(seq_id)
-        unwritten = self._uncomputed.get(seq_id, [])
-        shared = [b for b in unwritten if self.pool.ref_counts[b] > 1]
-        if shared:
-            raise RuntimeError(f"sequence {seq_id!r} is released before its K/V were computed, but blocks {shared} "
-                               f"it registered are shared by a sequence admitted after it: release that one first "
-                               f"(preempt newest first)")
         released = table.release(self.pool)
         del self.tables[seq_id]
-        self._uncomputed.pop(seq_id, None)
-        if self.prefix_cache is not None:
-            for block_id in unwritten:
-                self.prefix_cache.discard(block_id)
         self._hashes.pop(seq_id, None)
         self._cached_tokens.pop(seq_id, None)
         self._copies = [(src, dst) for src, dst in self._copies if self.pool.ref_counts[dst] > 0]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -55,9 +55,6 @@ class BlockSizeRow:
     table_load_share: float          # table loads as the kernel issues them (one per token position per program) / all bytes loaded
     table_bytes_share: float         # table bytes if repeats hit the cache (one entry per block per program) / all bytes read
     prefix_hit_tokens: float         # tokens a request finds in the prefix cache, averaged
-
-    def as_dict(self) -> dict[str, float | int]:
-        return asdict(self)
 
 
 def sweep(requests: Sequence[Request], block_sizes: Sequence[int] = BLOCK_SIZES, *,

@@ -124,6 +124,21 @@ class ContiguousArena:
         except KeyError:
             raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
 
+    def _check_new_owner(self, owner: Hashable) -> None:
+        if owner in self._by_owner:
+            raise KeyError(f"owner {owner!r} already holds a reservation")
+
+    def _hold(self, extent: Extent) -> Extent:
+        bisect.insort(self._extents, extent, key=lambda e: e.start)
+        self._by_owner[extent.owner] = extent
+        return extent
+
+    def _drop(self, owner: Hashable) -> Extent:
+        extent = self.extent(owner)
+        del self._by_owner[owner]
+        self._extents.remove(extent)
+        return extent
+
     def largest_hole(self) -> int:
         return max((size for _, size in self.holes()), default=0)
 
@@ -137,34 +152,25 @@ class ContiguousArena:
 
     def allocate(self, owner: Hashable, size: int) -> Extent:
         """Reserve ``size`` contiguous slots in the first hole that fits."""
-        if owner in self._by_owner:
-            raise KeyError(f"owner {owner!r} already holds a reservation")
+        self._check_new_owner(owner)
         check_whole("reservation size", size, 1, self.capacity)
         for start, hole in self.holes():
             if hole >= size:
-                extent = Extent(owner, start, size)
-                bisect.insort(self._extents, extent, key=lambda e: e.start)
-                self._by_owner[owner] = extent
-                return extent
+                return self._hold(Extent(owner, start, size))
         raise NoContiguousSpaceError(
             f"no hole of {size} slots for {owner!r}: {self.free} slots free, largest hole {self.largest_hole()}"
         )
 
     def release(self, owner: Hashable) -> Extent:
         """Free the reservation of ``owner``."""
-        try:
-            extent = self._by_owner.pop(owner)
-        except KeyError:
-            raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
-        self._extents.remove(extent)
-        return extent
+        return self._drop(owner)
 
     def stranded(self, next_size: int) -> int:
         """Free slots in holes smaller than ``next_size``: external fragmentation for that request."""
         return sum(size for _, size in self.holes() if size < next_size)
 
 
-class BuddyArena:
+class BuddyArena(ContiguousArena):
     """A linear arena of ``capacity`` slots managed by a binary buddy allocator, as the paper's Orca.
 
     A request for ``size`` slots gets a block of ``next_power_of_two(size)`` slots, aligned to its
@@ -172,35 +178,21 @@ class BuddyArena:
     merges only with its *buddy* (the other half of the block it was split from), so two free
     neighbours that are not buddies stay two holes: external fragmentation a first-fit arena would
     not have. A capacity that is not a power of two starts as its binary decomposition (12 = 8 + 4).
-    Same interface as :class:`ContiguousArena`, so the simulator can swap one for the other.
+    Same interface as :class:`ContiguousArena` (and its owner bookkeeping), so the simulator
+    can swap one for the other.
     """
 
     allocator = "buddy"
 
     def __init__(self, capacity: int) -> None:
-        check_whole("arena capacity", capacity, 1)
-        self.capacity = capacity
+        super().__init__(capacity)
         self._free: dict[int, set[int]] = {}           # block size -> starts of free blocks of that size
-        self._extents: list[Extent] = []               # sorted by start
-        self._by_owner: dict[Hashable, Extent] = {}
         start = 0
         for bit in reversed(range(capacity.bit_length())):
             if capacity >> bit & 1:
                 self._free.setdefault(1 << bit, set()).add(start)
                 start += 1 << bit
         self._top = 1 << (capacity.bit_length() - 1)   # the largest block there will ever be
-
-    @property
-    def extents(self) -> list[Extent]:
-        return list(self._extents)
-
-    @property
-    def reserved(self) -> int:
-        return sum(e.size for e in self._extents)
-
-    @property
-    def free(self) -> int:
-        return self.capacity - self.reserved
 
     @property
     def max_allocation(self) -> int:
@@ -211,13 +203,6 @@ class BuddyArena:
         """Free blocks as (start, size), in address order (neighbours that are not buddies stay apart)."""
         return sorted((start, size) for size, starts in self._free.items() for start in starts)
 
-    def extent(self, owner: Hashable) -> Extent:
-        """The block ``owner`` holds (its size is the rounded-up size)."""
-        try:
-            return self._by_owner[owner]
-        except KeyError:
-            raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
-
     def largest_hole(self) -> int:
         return max((size for size, starts in self._free.items() if starts), default=0)
 
@@ -226,8 +211,7 @@ class BuddyArena:
 
     def allocate(self, owner: Hashable, size: int) -> Extent:
         """Take the lowest-address smallest free block that holds ``next_power_of_two(size)``, splitting it."""
-        if owner in self._by_owner:
-            raise KeyError(f"owner {owner!r} already holds a reservation")
+        self._check_new_owner(owner)
         check_whole("reservation size (at most the largest buddy block)", size, 1, self._top)
         need = next_power_of_two(size)
         candidates = [b for b, starts in self._free.items() if b >= need and starts]
@@ -242,18 +226,11 @@ class BuddyArena:
         while block > need:                             # split, keeping the lower half, freeing the upper
             block //= 2
             self._free.setdefault(block, set()).add(start + block)
-        extent = Extent(owner, start, need)
-        bisect.insort(self._extents, extent, key=lambda e: e.start)
-        self._by_owner[owner] = extent
-        return extent
+        return self._hold(Extent(owner, start, need))
 
     def release(self, owner: Hashable) -> Extent:
         """Free ``owner``'s block and merge it with its buddy for as long as the buddy is free."""
-        try:
-            extent = self._by_owner.pop(owner)
-        except KeyError:
-            raise KeyError(f"owner {owner!r} holds no reservation (never allocated, or already freed)") from None
-        self._extents.remove(extent)
+        extent = self._drop(owner)
         start, block = extent.start, extent.size
         while block < self._top and (start ^ block) in self._free.get(block, ()):
             self._free[block].remove(start ^ block)
@@ -267,7 +244,7 @@ class BuddyArena:
         return sum(size * len(starts) for size, starts in self._free.items() if size < need)
 
 
-def make_arena(capacity: int, allocator: str = "first-fit") -> ContiguousArena | BuddyArena:
+def make_arena(capacity: int, allocator: str = "first-fit") -> ContiguousArena:
     """An empty arena of ``capacity`` slots managed by ``allocator`` (``first-fit`` or ``buddy``)."""
     if allocator not in ALLOCATORS:
         raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")

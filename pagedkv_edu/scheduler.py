@@ -46,6 +46,7 @@ from typing import Protocol
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
+from .checks import check_whole
 from .contiguous import ContiguousArena
 
 POLICIES: tuple[str, ...] = ("paged", "contiguous")
@@ -124,8 +125,7 @@ class PagedMemory:
     """Blocks on demand from a :class:`BlockManager`, keeping ``watermark_blocks`` free at admission."""
 
     def __init__(self, manager: BlockManager, watermark_blocks: int = 0) -> None:
-        if isinstance(watermark_blocks, bool) or not isinstance(watermark_blocks, int) or watermark_blocks < 0:
-            raise ValueError(f"watermark_blocks must be a non-negative whole number of blocks, got {watermark_blocks!r}")
+        check_whole("watermark_blocks", watermark_blocks)
         self.manager = manager
         self.watermark_blocks = watermark_blocks
         self._registered: dict[Hashable, int] = {}   # full blocks of each sequence reported to the prefix cache
@@ -326,8 +326,8 @@ class Scheduler:
     def __init__(self, memory: KVMemory, max_num_seqs: int | None = None,
                  max_num_batched_tokens: int | None = None) -> None:
         for name, value in (("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+            if value is not None:
+                check_whole(name, value, 1)
         self.memory = memory
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens

@@ -59,10 +59,6 @@ class SamplingMemory:
         """Share of the independent copies' block-steps that sharing saves (the paper's measure)."""
         return 1 - sum(self.shared) / sum(self.independent)
 
-    @property
-    def peak_saving(self) -> float:
-        return 1 - max(self.shared) / max(self.independent)
-
 
 def parallel_sampling_blocks(prompt_len: int, output_len: int, n: int, block_size: int) -> SamplingMemory:
     """Fork a ``prompt_len`` prompt into ``n`` samples that each decode ``output_len`` tokens.

@@ -34,7 +34,7 @@ from typing import Iterable
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .checks import check_whole
-from .contiguous import ALLOCATORS, BuddyArena, ContiguousArena, make_arena, reservation_size
+from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
 from .scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
@@ -255,7 +255,7 @@ def simulate(
             raise ValueError(f"request {r.request_id} has an empty prompt")
 
     manager: BlockManager | None = None
-    arena: ContiguousArena | BuddyArena | None = None
+    arena: ContiguousArena | None = None
     memory: PagedMemory | ContiguousMemory
     reservations: dict[int, int] = {}
     if policy == "paged":
@@ -365,7 +365,7 @@ class _SimSequence:
 
 
 def _record(step: int, running: list[_SimSequence], num_waiting: int, head: _SimSequence | None,
-            memory: PagedMemory | ContiguousMemory, arena: ContiguousArena | BuddyArena | None,
+            memory: PagedMemory | ContiguousMemory, arena: ContiguousArena | None,
             reservations: dict[int, int]) -> StepRecord:
     """Where the budget's slots are after one step, read from the scheduler's memory (a shared block once)."""
     usage = memory.usage()

@@ -212,7 +212,7 @@ def _decode_args(**change):
     (lambda a: {"seq_lens": torch.tensor([5, 0], dtype=torch.int32, device=DEVICE)}, r"seq_lens\[1\] = 0"),
     (lambda a: {"q": a["q"].half()}, r"q has dtype torch.float16 but the cache has dtype torch.float32"),
     (lambda a: {"v_cache": a["v_cache"].half()}, r"k_cache dtype torch.float32 != v_cache dtype torch.float16"),
-    (lambda a: {"q": a["q"][:, :3]}, r"num_heads=3 is not a multiple of num_kv_heads=2"),
+    (lambda a: {"q": a["q"][:, :3]}, r"num_heads=3 is not a positive multiple of num_kv_heads=2"),
     (lambda a: {"q": a["q"][..., :8]}, r"q has head_dim 8 but the cache has head_dim 16"),
     (lambda a: {"q": a["q"][0]}, r"q must be a 3-d tensor"),
     (lambda a: {"k_cache": a["k_cache"][:-1]}, r"k_cache shape .* != v_cache shape"),

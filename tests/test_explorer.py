@@ -121,6 +121,21 @@ def test_decode_step_counts_copy_on_write_blocks_before_changing_anything() -> N
     assert [state.manager.table(r).num_tokens for r in (0, "r0.1")] == [7, 7]
 
 
+def test_the_explorer_drives_the_engines_scheduler() -> None:
+    """Clicks go through the same Scheduler and PagedMemory as the engine, so they count what the picture shows."""
+    state = ExplorerState(12, 4)
+    state.add_request(6)
+    state.fork(0)
+    state.add_request(3)
+    assert state.step_n(3) == 3
+    assert [s.seq_id for s in state.scheduler.running] == state.live_requests == [0, "r0.1", 1]
+    assert [state.scheduler.num_computed_tokens(s) for s in state.scheduler.running] == [9, 9, 6]
+    usage, snap = state.memory.usage(), state.snapshot()
+    assert usage.stored_tokens == snap.num_tokens and usage.held_slots == snap.allocated_slots
+    assert state.scheduler.num_preemptions == 0 and state.scheduler.counts.prompt_tokens == 9
+    assert state.finish("r0.1") and [s.seq_id for s in state.scheduler.running] == [0, 1]
+
+
 def test_forked_names_skip_a_sample_made_on_the_manager() -> None:
     state = ExplorerState(8, 4)
     state.add_request(3)

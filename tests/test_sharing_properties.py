@@ -96,12 +96,19 @@ class SharingMachine(RuleBasedStateMachine):
         self.write(seq_id, hit)
 
     @rule(prefix=st.sampled_from(PREFIXES[1:]))
-    def add_then_preempt_before_the_forward(self, prefix: list[int]) -> None:
-        """Admitted and preempted in one step: its never-written blocks must not stay findable."""
+    def add_then_preempt_after_the_forward(self, prefix: list[int]) -> None:
+        """Admitted, computed, then preempted: its written blocks stay findable with the right K/V.
+
+        (The scheduler grows before it admits, so a sequence is never released before the
+        forward pass of the step that admitted it.)
+        """
         seq_id, self.next_id = self.next_id, self.next_id + 1
         if self.m.can_allocate(len(prefix), 0, prefix):
             self.m.add_sequence(seq_id, len(prefix), prefix)
+            self.tokens[seq_id] = list(prefix)
+            self.write(seq_id, self.m.num_cached_tokens(seq_id))
             self.m.finish(seq_id)
+            del self.tokens[seq_id]
 
     @precondition(lambda self: self.tokens)
     @rule(data=st.data())

@@ -53,6 +53,42 @@ def check_cache_pair(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int,
     return num_blocks, block_size, num_kv_heads, head_dim
 
 
+def _tensor(name: str, t: object, dims: int, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor) or t.dim() != dims:
+        shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{name} must be a {dims}-d tensor {what}, got {shape}")
+    return t
+
+
+def _index_tensor(name: str, t: object, dims: int, what: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor) or t.dtype not in _INDEX_DTYPES or t.dim() != dims:
+        desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{name} must be an int32 (or int64) tensor {what}, got a {desc}")
+    return t
+
+
+def _on_cache_device(k_cache: torch.Tensor, **tensors: object) -> None:
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.device != k_cache.device:
+            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
+
+
+def _check_queries(q: object, k_cache: torch.Tensor, what: str) -> tuple[int, int]:
+    """``q`` is ``[rows, num_heads, head_dim]`` matching the cache; returns (rows, num_heads)."""
+    _, _, num_kv_heads, head_dim = k_cache.shape
+    rows, num_heads, q_dim = _tensor("q", q, 3, f"[{what}, num_heads, head_dim]").shape
+    if q_dim != head_dim:
+        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
+    if num_heads == 0 or num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
+            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
+        )
+    if q.dtype != k_cache.dtype:
+        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
+    return rows, num_heads
+
+
 def check_decode_inputs(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -65,31 +101,11 @@ def check_decode_inputs(
     Unused block-table entries (past ``ceil(seq_len / block_size)``) may hold anything, for
     instance -1: they are neither checked nor read by the kernels.
     """
-    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        shape = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q must be a 3-d tensor [batch, num_heads, head_dim], got {shape}")
-    batch, num_heads, q_dim = q.shape
-    if q_dim != head_dim:
-        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
-    if num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_heads={num_heads} is not a multiple of num_kv_heads={num_kv_heads}: "
-            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
-        )
-    if q.dtype != k_cache.dtype:
-        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
-    for name, t in (("q", q), ("block_tables", block_tables), ("seq_lens", seq_lens)):
-        if isinstance(t, torch.Tensor) and t.device != k_cache.device:
-            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
-    if not isinstance(block_tables, torch.Tensor) or block_tables.dtype not in _INDEX_DTYPES or block_tables.dim() != 2:
-        desc = (f"{block_tables.dtype} tensor of shape {tuple(block_tables.shape)}"
-                if isinstance(block_tables, torch.Tensor) else type(block_tables).__name__)
-        raise ValueError(f"block_tables must be an int32 (or int64) tensor [batch, max_blocks_per_seq], got a {desc}")
-    if not isinstance(seq_lens, torch.Tensor) or seq_lens.dtype not in _INDEX_DTYPES or seq_lens.dim() != 1:
-        desc = (f"{seq_lens.dtype} tensor of shape {tuple(seq_lens.shape)}"
-                if isinstance(seq_lens, torch.Tensor) else type(seq_lens).__name__)
-        raise ValueError(f"seq_lens must be an int32 (or int64) tensor [batch], got a {desc}")
+    num_blocks, block_size, _, _ = check_cache_pair(k_cache, v_cache)
+    batch, _ = _check_queries(q, k_cache, "batch")
+    _on_cache_device(k_cache, q=q, block_tables=block_tables, seq_lens=seq_lens)
+    _index_tensor("block_tables", block_tables, 2, "[batch, max_blocks_per_seq]")
+    _index_tensor("seq_lens", seq_lens, 1, "[batch]")
     if block_tables.shape[0] != batch or seq_lens.shape[0] != batch:
         raise ValueError(
             f"batch sizes disagree: q has {batch} sequences, block_tables {block_tables.shape[0]}, "
@@ -140,9 +156,7 @@ def check_store_inputs(
     """Validate a slot-mapped write: shapes, dtypes, devices, and every slot in range and unique."""
     num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
     for name, t in (("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 3:
-            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name} must be a 3-d tensor [num_tokens, num_kv_heads, head_dim], got {shape}")
+        _tensor(name, t, 3, "[num_tokens, num_kv_heads, head_dim]")
         if tuple(t.shape[1:]) != (num_kv_heads, head_dim):
             raise ValueError(
                 f"{name} has shape {tuple(t.shape)}, but the cache holds [num_kv_heads={num_kv_heads}, "
@@ -150,18 +164,13 @@ def check_store_inputs(
             )
         if t.dtype != k_cache.dtype:
             raise ValueError(f"{name} has dtype {t.dtype} but the cache has dtype {k_cache.dtype}; cast it first")
-        if t.device != k_cache.device:
-            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
+        _on_cache_device(k_cache, **{name: t})
     if k.shape != v.shape:
         raise ValueError(f"k shape {tuple(k.shape)} != v shape {tuple(v.shape)}")
-    if not isinstance(slot_mapping, torch.Tensor) or slot_mapping.dtype not in _INDEX_DTYPES or slot_mapping.dim() != 1:
-        desc = (f"{slot_mapping.dtype} tensor of shape {tuple(slot_mapping.shape)}"
-                if isinstance(slot_mapping, torch.Tensor) else type(slot_mapping).__name__)
-        raise ValueError(f"slot_mapping must be an int32 (or int64) tensor [num_tokens], got a {desc}")
+    _index_tensor("slot_mapping", slot_mapping, 1, "[num_tokens]")
     if slot_mapping.shape[0] != k.shape[0]:
         raise ValueError(f"slot_mapping has {slot_mapping.shape[0]} entries for {k.shape[0]} tokens")
-    if slot_mapping.device != k_cache.device:
-        raise ValueError(f"slot_mapping is on {slot_mapping.device} but the cache is on {k_cache.device}")
+    _on_cache_device(k_cache, slot_mapping=slot_mapping)
     slots = slot_mapping.detach().to("cpu", torch.int64)
     num_slots = num_blocks * block_size
     bad = (slots < -1) | (slots >= num_slots)
@@ -177,13 +186,6 @@ def check_store_inputs(
         slot = int(unique[counts > 1][0])
         raise ValueError(f"slot {slot} appears {int(counts[unique == slot][0])} times in slot_mapping: two tokens "
                          f"would overwrite each other")
-
-
-def _index_tensor(name: str, t: object, dims: int, what: str) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor) or t.dtype not in _INDEX_DTYPES or t.dim() != dims:
-        desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
-        raise ValueError(f"{name} must be an int32 (or int64) tensor {what}, got a {desc}")
-    return t
 
 
 def check_paged_inputs(
@@ -203,29 +205,14 @@ def check_paged_inputs(
     block table must cover ``ceil(seq_len / block_size)`` valid blocks. ``max_head_dim`` is
     the kernel's limit (None: any).
     """
-    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
+    num_blocks, block_size, _, head_dim = check_cache_pair(k_cache, v_cache)
     if max_head_dim is not None and head_dim > max_head_dim:
         raise ValueError(f"head_dim {head_dim} is larger than the Triton kernels handle ({max_head_dim})")
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        shape = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q must be a 3-d tensor [num_tokens, num_heads, head_dim], got {shape}")
-    num_tokens, num_heads, q_dim = q.shape
-    if q_dim != head_dim:
-        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
-    if num_heads == 0 or num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
-            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
-        )
-    if q.dtype != k_cache.dtype:
-        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
+    num_tokens, _ = _check_queries(q, k_cache, "num_tokens")
     _index_tensor("block_tables", block_tables, 2, "[num_seqs, max_blocks_per_seq]")
     _index_tensor("seq_lens", seq_lens, 1, "[num_seqs]")
     _index_tensor("query_start_loc", query_start_loc, 1, "[num_seqs + 1]")
-    for name, t in (("q", q), ("block_tables", block_tables), ("seq_lens", seq_lens),
-                    ("query_start_loc", query_start_loc)):
-        if t.device != k_cache.device:
-            raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
+    _on_cache_device(k_cache, q=q, block_tables=block_tables, seq_lens=seq_lens, query_start_loc=query_start_loc)
     num_seqs = seq_lens.shape[0]
     if num_seqs == 0:
         raise ValueError("seq_lens is empty: a step needs at least one sequence")

@@ -24,6 +24,8 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..checks import check_whole
+
 
 class _Traced(Protocol):
     """A sequence as the trace reads it (the engine's ``Request``)."""
@@ -103,8 +105,7 @@ class EngineTrace:
     _done: set[Hashable] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_frames, bool) or not isinstance(self.max_frames, int) or self.max_frames < 1:
-            raise ValueError(f"max_frames must be a positive integer, got {self.max_frames!r}")
+        check_whole("max_frames", self.max_frames, 1)
 
     def __len__(self) -> int:
         return len(self.frames)

@@ -146,11 +146,6 @@ class PagedCache:
         return mask
 
 
-def _random_table(rng: random.Random, num_blocks: int, needed: int, width: int) -> list[int]:
-    blocks = rng.sample(range(num_blocks), needed)
-    return blocks + [-1] * (width - needed)
-
-
 # --- piece 1: the slot-mapped store --------------------------------------------------------------
 
 def _store_cases() -> list[Case]:

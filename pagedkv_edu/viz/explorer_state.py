@@ -1,4 +1,4 @@
-"""The block-table explorer's state: a :class:`BlockManager` driven by a reader's clicks.
+"""The block-table explorer's state: the engine's scheduler and block manager, driven by a reader's clicks.
 
 This is the model half of the explorer widget, with no widget in it, so tests (and a
 notebook cell) can drive it directly. Each action is one event of a serving engine's memory
@@ -6,27 +6,46 @@ life: a request arrives with its prompt (prefill), every live request grows by o
 (a decode step), a request forks into a sample that shares its blocks (parallel sampling,
 chapter 7), a request finishes and returns its blocks.
 
+The explorer holds no memory logic of its own. It drives the same
+:class:`~pagedkv_edu.scheduler.Scheduler` over the same :class:`~pagedkv_edu.scheduler.PagedMemory`
+as the engine and :func:`~pagedkv_edu.simulate.simulate`, with the reader in the place of the
+model: a click says what the sequences need (a new prompt, one more token each) and the
+scheduler takes the blocks, so utilisation, waste, copies and preemptions are counted where
+the engine counts them.
+
 A reader will click "decode step" on a full pool, and that must teach rather than crash. So
 actions never raise on a reader's input: they return whether they happened and leave a
 message, and one that fails changes nothing. A decode step is all-or-nothing: it first asks
 every request how many blocks it needs to grow, a copy-on-write block included, and if
-they are more than the free ones it names the requests and grows none (a real scheduler
-would preempt one; that is chapter 6). Changing the block size or the pool size
-rebuilds an empty pool, and the message says so.
+they are more than the free ones it names the requests and grows none (the scheduler would
+preempt the newest; the explorer asks first and refuses instead, since preemption is
+chapter 6). Changing the block size or the pool size rebuilds an empty pool, and the
+message says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
+from ..checks import check_whole, is_whole
+from ..scheduler import PagedMemory, Scheduler
 from .render import request_label
 from .snapshot import Snapshot, snapshot
 
 
+@dataclass(eq=False)
+class _Request:
+    """A clicked request as the scheduler sees it: an id and the tokens it must hold (no ids, no model)."""
+
+    seq_id: Hashable
+    num_tokens: int
+
+
 class ExplorerState:
-    """A block manager plus the explorer's bookkeeping: request ids, a step count, a log."""
+    """A scheduler over a block manager, plus the explorer's bookkeeping: request ids, a step count, a log."""
 
     def __init__(
         self,
@@ -39,8 +58,7 @@ class ExplorerState:
     ) -> None:
         """``free_order`` starts from a pool whose free queue is in that order (the seeds'
         walk-throughs hand out blocks 7, 1, 3, ...); blocks not in it are held elsewhere."""
-        if not isinstance(log_size, int) or log_size <= 0:
-            raise ValueError(f"log_size must be a positive integer, got {log_size!r}")
+        check_whole("log_size", log_size, 1)
         self.log_size = log_size
         self.max_seq_len = max_seq_len
         self.events: list[str] = []
@@ -52,29 +70,29 @@ class ExplorerState:
     # --- reading ---------------------------------------------------------------------
     @property
     def manager(self) -> BlockManager:
-        return self._manager
+        return self.memory.manager
 
     @property
     def num_blocks(self) -> int:
-        return self._manager.pool.num_blocks
+        return self.manager.pool.num_blocks
 
     @property
     def block_size(self) -> int:
-        return self._manager.block_size
+        return self.manager.block_size
 
     @property
     def live_requests(self) -> list[int]:
         """Ids of the requests that hold blocks, oldest first."""
-        return list(self._manager.tables)
+        return list(self._requests)
 
     def snapshot(self) -> Snapshot:
         """The frozen picture the renderer draws (with the last message and the log)."""
-        return snapshot(self._manager, message=self.message, is_error=self.is_error, events=tuple(self.events))
+        return snapshot(self.manager, message=self.message, is_error=self.is_error, events=tuple(self.events))
 
     # --- actions -----------------------------------------------------------------------
     def add_request(self, prompt_tokens: int) -> int | None:
         """Admit a request with ``prompt_tokens`` tokens; its id, or None if it did not fit."""
-        if not isinstance(prompt_tokens, int) or isinstance(prompt_tokens, bool) or prompt_tokens < 1:
+        if not is_whole(prompt_tokens) or prompt_tokens < 1:
             self._fail(f"a prompt needs at least 1 token, got {prompt_tokens!r}")
             return None
         request_id = self._next_id
@@ -83,36 +101,47 @@ class ExplorerState:
             self._fail(f"{name}: {prompt_tokens} tokens exceed max_seq_len={self.max_seq_len}; not added")
             return None
         need = -(-prompt_tokens // self.block_size)
-        if not self._manager.can_allocate(prompt_tokens):
+        if not self.memory.can_admit(request_id, prompt_tokens):
             self._fail(f"{name} needs {need} blocks for {prompt_tokens} tokens but only "
-                       f"{self._manager.pool.num_free} are free; not added")
+                       f"{self.manager.pool.num_free} are free; not added")
             return None
-        table = self._manager.add_sequence(request_id, prompt_tokens)
+        request = _Request(request_id, prompt_tokens)
+        self.scheduler.add(request)
+        admitted = self.scheduler.schedule().admitted     # the running are all computed: only the prefill runs
+        assert admitted == [request], admitted
+        self._requests[request_id] = request
+        table = self.manager.table(request_id)
         self._next_id += 1
         self._note(f"add {name}: {prompt_tokens} tokens in blocks {table.block_ids}")
         return request_id
 
     def decode_step(self) -> bool:
         """Grow every live request by one token, or none of them."""
-        if not self._manager.tables:
+        if not self._requests:
             return self._fail("nothing to decode: add a request first")
-        too_long = [rid for rid, t in self._manager.tables.items()
+        too_long = [rid for rid, t in self.manager.tables.items()
                     if self.max_seq_len is not None and t.num_tokens + 1 > self.max_seq_len]
         if too_long:
             names = ", ".join(request_label(r) for r in too_long)
             return self._fail(f"decode step refused: {names} reached max_seq_len={self.max_seq_len}; "
                               f"finish it first. Nothing changed.")
-        need = self._manager.blocks_to_grow_all()   # copy-on-write blocks included
+        need = self.manager.blocks_to_grow_all()   # copy-on-write blocks included
         growing, total = [rid for rid, n in need.items() if n], sum(need.values())
-        free = self._manager.pool.num_free
+        free = self.manager.pool.num_free
         if total > free:
             names = ", ".join(request_label(r) for r in growing)
             needs = "needs a new block" if total == 1 else f"each need a new block ({total} in all)"
             return self._fail(f"decode step refused: {names} {needs} but only {free} "
                               f"{'is' if free == 1 else 'are'} free. Nothing changed: finish a request "
                               f"or enlarge the pool.")
-        taken = {rid: self._manager.append_tokens(rid, 1) for rid in list(self._manager.tables)}
-        copied = dict((dst, src) for src, dst in self._manager.take_copies())
+        before = {rid: list(t.block_ids) for rid, t in self.manager.tables.items()}
+        for request in self.scheduler.running:              # each sampled one token: its K/V needs a slot
+            request.num_tokens += 1
+        step = self.scheduler.schedule()                    # grows them in order, copying on write
+        assert not step.preempted, "the blocks were counted above"
+        copied = dict((dst, src) for src, dst in step.copies)
+        taken = {rid: [b for i, b in enumerate(self.manager.table(rid).block_ids)
+                       if i >= len(old) or old[i] != b] for rid, old in before.items()}
         self._step += 1
         new = "; ".join(self._describe_growth(r, ids, copied) for r, ids in taken.items() if ids)
         plural = "s" if len(taken) > 1 else ""
@@ -125,22 +154,25 @@ class ExplorerState:
         Forking takes no block: every block gains a reference. The first decode step that
         writes into the shared, partly filled last block copies it (copy-on-write).
         """
-        if request_id not in self._manager.tables:
+        if request_id not in self._requests:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             self._fail(f"cannot fork {request_label(request_id)}: not a live request (live: {live})")
             return None
         n = self._forks.get(request_id, 0) + 1
-        while f"{request_label(request_id)}.{n}" in self._manager.tables:   # forked on the manager itself
+        while f"{request_label(request_id)}.{n}" in self.manager.tables:   # forked on the manager itself
             n += 1
         self._forks[request_id] = n
         child = f"{request_label(request_id)}.{n}"
-        table = self._manager.fork(request_id, child)
+        parent = self._requests[request_id]
+        self._requests[child] = _Request(child, parent.num_tokens)
+        self.scheduler.fork(parent, self._requests[child])
+        table = self.manager.table(child)
         self._note(f"fork {request_label(request_id)} → {child}: shares blocks {table.block_ids}, no block taken")
         return child
 
     def step_n(self, n: int) -> int:
         """Up to ``n`` decode steps, stopping at the first refused one; returns how many ran."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        if not is_whole(n) or n < 1:
             self._fail(f"step ×N needs N >= 1, got {n!r}")
             return 0
         for done in range(n):
@@ -155,11 +187,12 @@ class ExplorerState:
         A block nobody else holds goes back to the free queue; a shared one stays with the
         other samples, one reference fewer.
         """
-        if request_id not in self._manager.tables:
+        if request_id not in self._requests:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             return self._fail(f"cannot finish {request_label(request_id)}: not a live request (live: {live})")
-        released = self._manager.finish(request_id)
-        freed = [b for b in released if self._manager.pool.is_free(b)]
+        released = self.manager.table(request_id).block_ids[::-1]    # the table returns them last first
+        self.scheduler.finish(self._requests.pop(request_id))
+        freed = [b for b in released if self.manager.pool.is_free(b)]
         kept = [b for b in released if b not in freed]
         text = f"finish {request_label(request_id)}: blocks {freed} back to the free queue"
         self._note(text + (f"; blocks {kept} still shared" if kept else ""))
@@ -189,13 +222,15 @@ class ExplorerState:
         else:
             manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
                                         self.max_seq_len)
-        self._manager = manager
+        self.memory = PagedMemory(manager)
+        self.scheduler = Scheduler(self.memory)
+        self._requests: dict[Hashable, _Request] = {}
         self._next_id = 0
         self._step = 0
         self._forks: dict[Hashable, int] = {}
 
     def _rebuild(self, num_blocks: int, block_size: int, what: str) -> bool:
-        dropped = len(self._manager.tables)
+        dropped = len(self.manager.tables)
         try:
             self._build(num_blocks, block_size, None)
         except ValueError as exc:
