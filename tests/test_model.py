@@ -16,7 +16,7 @@ from pagedkv_edu.engine.model_runner import plan_step
 from pagedkv_edu.generate import blocks_for, generate
 from pagedkv_edu.model import ContiguousKVStore, LlamaConfig, PagedKVStore, load_model
 from pagedkv_edu.model import loading
-from pagedkv_edu.model.kv_store import prefix_causal_attention
+from pagedkv_edu.attention.reference import prefix_causal_sdpa
 from pagedkv_edu.scheduler import ContiguousMemory
 from pagedkv_edu.model.llama import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq
 
@@ -79,7 +79,7 @@ def test_prefix_causal_attention_matches_a_float64_loop():
     length, n, heads, kv_heads, dim = 11, 4, 6, 2, 8
     q = torch.randn(n, heads, dim, generator=g)
     k, v = torch.randn(length, kv_heads, dim, generator=g), torch.randn(length, kv_heads, dim, generator=g)
-    out = prefix_causal_attention(q, k, v, dim ** -0.5)
+    out = prefix_causal_sdpa(q, k, v, dim ** -0.5)
     for i in range(n):
         visible = length - n + i + 1    # query i sees the cached prefix and the new tokens up to itself
         for h in range(heads):

@@ -150,14 +150,20 @@ def prefix_causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     """``n`` new queries ``[n, num_heads, head_dim]`` over their sequence's ``L`` keys ``[L, num_kv_heads, head_dim]``.
 
     The queries are the last ``n`` positions: query ``i`` sits at ``L - n + i`` and sees keys
-    ``0 ..`` that position (the cached prefix, then the new tokens causally).
+    ``0 ..`` that position (the cached prefix, then the new tokens causally). With nothing
+    cached that is the usual causal mask, and one query sees every key: both skip the mask.
     """
     n, length = q.shape[0], k.shape[0]
-    visible = torch.arange(length, device=q.device)[None, :] <= torch.arange(length - n, length, device=q.device)[:, None]
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-        attn_mask=visible, scale=scale, enable_gqa=q.shape[1] != k.shape[1],
-    )
+    qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if n == length:
+        out = sdpa(qh, kh, vh, is_causal=n > 1, scale=scale, enable_gqa=True)
+    elif n == 1:
+        out = sdpa(qh, kh, vh, scale=scale, enable_gqa=True)
+    else:
+        visible = torch.arange(length, device=q.device)[None, :] <= torch.arange(length - n, length,
+                                                                                  device=q.device)[:, None]
+        out = sdpa(qh, kh, vh, attn_mask=visible, scale=scale, enable_gqa=True)
     return out[0].transpose(0, 1)
 
 

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ..attention import BACKENDS, AttentionFn, check_backend, kernel_name, paged_attention  # noqa: F401  (BACKENDS re-exported: readers import it from here)
+from ..attention.reference import prefix_causal_sdpa
 from ..checks import check_whole
 from ..kv_cache import PagedKVCache
 
@@ -113,26 +114,6 @@ class KVStore(Protocol):
         """Memory of the store's K/V tensors."""
 
 
-def prefix_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """Attention of one sequence's ``n`` new queries over its ``L`` keys, the last ``n`` being theirs.
-
-    ``q`` is ``[n, num_heads, head_dim]``, ``k`` and ``v`` ``[L, num_kv_heads, head_dim]``. Query
-    ``i`` sits at position ``L - n + i`` and may see keys ``0 .. L - n + i``: the whole cached
-    prefix plus the new tokens up to itself. With nothing cached that is the usual causal mask.
-    """
-    n, length = q.shape[0], k.shape[0]
-    qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
-    if n == length:
-        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=n > 1, scale=scale, enable_gqa=True)
-    elif n == 1:
-        out = F.scaled_dot_product_attention(qh, kh, vh, scale=scale, enable_gqa=True)
-    else:
-        visible = torch.arange(length, device=q.device)[None, :] <= torch.arange(length - n, length,
-                                                                                  device=q.device)[:, None]
-        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=visible, scale=scale, enable_gqa=True)
-    return out[0].transpose(0, 1)
-
-
 @dataclass(frozen=True)
 class _GatherPlan:
     """Index tensors one step's attention reuses in every layer (built once, at layer 0)."""
@@ -207,7 +188,7 @@ class PagedKVStore:
                 return rows
             out[plan.decode_rows] = rows
         for start, n, slots in plan.prefills:   # prefill rows: each sequence's K/V gathered, then masked SDPA
-            out[start:start + n] = prefix_causal_attention(q[start:start + n], k_flat[slots], v_flat[slots], self.scale)
+            out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k_flat[slots], v_flat[slots], self.scale)
         return out
 
     def _gather_plan(self, meta: StepMetadata) -> _GatherPlan:
@@ -273,7 +254,7 @@ class ContiguousKVStore:
         out = torch.empty_like(q)
         start = 0
         for first, n, length in zip(meta.kv_starts, meta.query_lens, meta.seq_lens):
-            out[start:start + n] = prefix_causal_attention(q[start:start + n], self.k[layer][first:first + length],
+            out[start:start + n] = prefix_causal_sdpa(q[start:start + n], self.k[layer][first:first + length],
                                                            self.v[layer][first:first + length], self.scale)
             start += n
         return out
