@@ -222,8 +222,8 @@ class HybridThresholds:
             raise ValueError(f"rel_threshold must be in [1, 1e6], got {self.rel_threshold!r}")
 
 
-def hybrid_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int,
-                  thresholds: HybridThresholds = HybridThresholds()) -> int:
+def hybrid_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int, cache_threshold: float = 0.3,
+                  abs_threshold: int = 8, rel_threshold: float = 1.5) -> int:
     """SGLang's cache-aware decision over replicas' ``loads`` and ``matches`` (cached tokens of the prompt).
 
     Imbalanced, when ``max - min > abs_threshold`` *and* ``max > rel_threshold × min``: the least
@@ -232,10 +232,10 @@ def hybrid_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int,
     the most free cache; here that is least loaded, as in its load-balanced mode.)
     """
     high, low = max(loads), min(loads)
-    if high - low > thresholds.abs_threshold and high > thresholds.rel_threshold * low:
+    if high - low > abs_threshold and high > rel_threshold * low:
         return least_loaded(loads)
     best = max(range(len(matches)), key=matches.__getitem__)
-    if matches[best] / prompt_len > thresholds.cache_threshold:
+    if matches[best] / prompt_len > cache_threshold:
         return best
     return least_loaded(loads)
 
@@ -289,7 +289,9 @@ def hybrid_policy(choice: Callable[..., int] = hybrid_choice,
     """A policy from a decision function like :func:`hybrid_choice` (the reader's, in chapter 11)."""
     def choose(request: TimedRequest, fleet: Fleet) -> int:
         loads, matches = fleet.loads(), fleet.matches(request.prompt)
-        return choice(list(loads), list(matches), request.prompt_len, thresholds)
+        return choice(list(loads), list(matches), request.prompt_len, thresholds.cache_threshold,
+                      thresholds.abs_threshold, thresholds.rel_threshold)
+    choose.__name__ = "hybrid" if choice is hybrid_choice else f"hybrid ({getattr(choice, '__name__', 'yours')})"
     return choose
 
 
@@ -400,7 +402,11 @@ def route(requests: Sequence[TimedRequest], policy: str | Policy = "hybrid", num
 
 def sweep(workload: Callable[..., list[TimedRequest]], rates_per_s: Sequence[float], policies: Sequence[str],
           num_replicas: int = 4, *, num_requests: int = 200, seed: int = 0, **kwargs: Any) -> dict[tuple[str, float], RouteResult]:
-    """Every policy at every arrival rate, on the same seeded workload (only the arrival times scale)."""
+    """Every policy at every arrival rate, on one seeded workload.
+
+    For consultants and tenants only the arrival times scale with the rate; chats start
+    conversations faster but keep their think time between turns.
+    """
     runs = {}
     for rate in rates_per_s:
         requests = workload(num_requests, rate, seed)
