@@ -227,14 +227,14 @@ def hybrid_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int,
     """SGLang's cache-aware decision over replicas' ``loads`` and ``matches`` (cached tokens of the prompt).
 
     Imbalanced, when ``max - min > abs_threshold`` *and* ``max > rel_threshold × min``: the least
-    loaded. Otherwise the longest match, if ``match / prompt_len > cache_threshold``; else the
-    least loaded. (SGLang's router sends a weak match to the replica with the smallest tree,
+    loaded. Otherwise the longest match (of equal ones, the less loaded), if ``match / prompt_len >
+    cache_threshold``; else the least loaded. (SGLang's router sends a weak match to the replica with the smallest tree,
     the most free cache; here that is least loaded, as in its load-balanced mode.)
     """
     high, low = max(loads), min(loads)
     if high - low > abs_threshold and high > rel_threshold * low:
         return least_loaded(loads)
-    best = max(range(len(matches)), key=matches.__getitem__)
+    best = min(range(len(matches)), key=lambda r: (-matches[r], loads[r]))     # equal matches: the less loaded
     if matches[best] / prompt_len > cache_threshold:
         return best
     return least_loaded(loads)

@@ -104,9 +104,11 @@ def test_hybrid_goes_least_loaded_when_imbalanced_by_both_thresholds() -> None:
     tight = HybridThresholds(cache_threshold=0.3, abs_threshold=2, rel_threshold=1.5)
     run = route(trace, "hybrid", 2, block_size=4, cost=SLOW, thresholds=tight)
     # loads seen: [0,0] -> 0 (nothing cached, least loaded); [1,0] match 16/19 on 0 -> 0; [2,0] -> 0;
-    # [3,0]: 3 - 0 > 2 and 3 > 0: imbalanced -> 1; [3,1]: 2 is not > 2 -> back to the match, 0; [4,1] -> 1
-    assert [d["loads"] for d in run.decisions] == [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [4, 1]]
-    assert replicas_of(run) == [0, 0, 0, 1, 0, 1]
+    # [3,0]: 3 - 0 > 2 and 3 > 0: imbalanced -> 1 (which now caches A too); [3,1]: 2 is not > 2, balanced,
+    # both match 16 tokens: the less loaded, 1; [3,2] -> 1 again
+    assert [d["loads"] for d in run.decisions] == [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [3, 2]]
+    assert [d["matches"] for d in run.decisions][3:] == [[16, 0], [16, 16], [16, 16]]
+    assert replicas_of(run) == [0, 0, 0, 1, 1, 1]
 
 
 @pytest.mark.parametrize("loads, matches, expected", [

@@ -149,14 +149,17 @@ def routing_svg(frame: RoutingFrame) -> str:
         more = f" +{view.waiting - 12} waiting" if view.waiting > 12 else ""
         parts.append(f'<text x="{qx + 11 * view.prefilling + 4}" y="{y + 15}">{view.waiting} waiting{more}, '
                      f'{view.decoding} decoding</text>')
-        cx = BAR_X
+        cx, shown = BAR_X, 0
         for group in view.cached_groups[:MAX_CHIPS]:
-            label = escape(group)
-            parts.append(f'<rect x="{cx}" y="{y + 35}" width="{7 * len(group) + 8}" height="14" rx="3" '
-                         f'fill="{request_colour(group)}"/><text x="{cx + 4}" y="{y + 46}">{label}</text>')
-            cx += 7 * len(group) + 12
-        if len(view.cached_groups) > MAX_CHIPS:
-            parts.append(f'<text x="{cx}" y="{y + 46}">+{len(view.cached_groups) - MAX_CHIPS} more prefixes cached</text>')
+            width = 7 * len(group) + 8
+            if cx + width > WIDTH - 130:
+                break
+            parts.append(f'<rect x="{cx}" y="{y + 35}" width="{width}" height="14" rx="3" fill="white" '
+                         f'stroke="{request_colour(group)}" stroke-width="2"/>'
+                         f'<text x="{cx + 4}" y="{y + 46}">{escape(group)}</text>')
+            cx, shown = cx + width + 4, shown + 1
+        if len(view.cached_groups) > shown:
+            parts.append(f'<text x="{cx}" y="{y + 46}">+{len(view.cached_groups) - shown} more cached</text>')
         parts.append('</g>')
     parts.append('</svg>')
     return "".join(parts)
