@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -241,7 +242,7 @@ def hybrid_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int,
 
 
 def _round_robin() -> Policy:
-    count = iter(range(10**12))
+    count = itertools.count()
     return lambda request, fleet: next(count) % len(fleet)
 
 
@@ -381,6 +382,8 @@ def route(requests: Sequence[TimedRequest], policy: str | Policy = "hybrid", num
     if not callable(choose):
         raise ValueError(f"policy must be a name ({', '.join(POLICIES)}) or a function, got {policy!r}")
     ordered = sorted(requests, key=lambda r: (r.arrival_ms, r.request_id))
+    if len({r.request_id for r in ordered}) != len(ordered):
+        raise ValueError("request ids must be distinct: a replica tracks its sequences by id")
     for r in ordered:   # every request must fit one replica, checked before anything is routed
         if r.prompt_len == 0 or blocks_needed(r.prompt_len + len(r.output), block_size) > num_blocks:
             raise ValueError(f"request {r.request_id} ({r.prompt_len} + {len(r.output)} tokens) does not fit a "

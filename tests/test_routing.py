@@ -201,6 +201,8 @@ def test_bad_input_is_named() -> None:
         route(requests, "round-robin", 0)
     with pytest.raises(ValueError, match="does not fit a replica"):
         route(requests, "round-robin", 2, num_blocks=8)
+    with pytest.raises(ValueError, match="distinct"):
+        route(requests + requests[:1], "round-robin", 2)
     with pytest.raises(ValueError, match="chose 7"):
         route(requests, lambda request, fleet: 7, 2)
     with pytest.raises(ValueError, match="rel_threshold"):

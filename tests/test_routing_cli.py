@@ -38,9 +38,17 @@ def test_route_one_policy_and_the_table(capsys: pytest.CaptureFixture[str]) -> N
     (["--rate", "1e9"], "--rate"), (["--policy", "random"], "--policy"), (["--workload", "x"], "--workload"),
     (["--blocks", "10"], "--blocks"),
 ])
-def test_bad_flags_are_refused_by_name(flags: list[str], named: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pagedkv_edu", "route", *flags], capture_output=True, text=True)
-    assert proc.returncode == 2 and named in proc.stderr and "Traceback" not in proc.stderr
+def test_bad_flags_are_refused_by_name(flags: list[str], named: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["route", *flags])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and named in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_the_module_runs_as_a_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pagedkv_edu", "route", "--replicas", "0"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "--replicas" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_request_larger_than_a_replica_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:

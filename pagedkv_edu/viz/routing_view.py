@@ -67,7 +67,6 @@ class RoutingState:
             raise ValueError("a routing picture needs at least one request")
         self.requests = sorted(requests, key=lambda r: (r.arrival_ms, r.request_id))
         self.route_kwargs = route_kwargs
-        self.policy, self.num_replicas, self.arrived = "hybrid", 1, 1
         self.set_policy(policy)
         self.set_replicas(num_replicas)
         self.seek(len(self.requests) if arrived is None else arrived)
