@@ -44,6 +44,8 @@ def check_token_ids(token_ids: Iterable[Any], name: str = "token_ids") -> list[i
     if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Iterable):
         raise ValueError(f"{name} must be a sequence of token ids, got {_short(token_ids)}")
     ids = list(token_ids)
+    if set(map(type, ids)) <= {int} and (not ids or 0 <= min(ids) and max(ids) <= MAX_TOKEN_ID):
+        return ids       # the common case, checked at C speed: plain ints (no bools) in range
     for i, token in enumerate(ids):
         if not isinstance(token, Integral) or isinstance(token, bool) or not 0 <= token <= MAX_TOKEN_ID:
             raise ValueError(f"{name}[{i}] must be a token id (a whole number in 0..2**63-1), got {_short(token)}")

@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pagedkv_edu.generate",
     "pagedkv_edu.bench",
     "pagedkv_edu.bench.serve",
+    "pagedkv_edu.routing_cli",
 )
 
 

@@ -1,0 +1,228 @@
+"""Routing across replicas (chapter 11): hand-worked traces per policy, the hybrid's edges, the cost model's
+worked example, and each replica's cache against an engine that served its requests alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedkv_edu.routing import (POLICIES, CostModel, HybridThresholds, Replica, hybrid_choice, make_policy, route,
+                                 sweep)
+from pagedkv_edu.routing_workloads import WORKLOADS, TimedRequest, chats, consultants, tenants
+
+A = tuple(range(1000, 1016))      # four blocks of 4: two "system prompts"
+B = tuple(range(2000, 2016))
+
+
+def req(i: int, t: float, prompt: tuple[int, ...], out: int = 4, group: str = "") -> TimedRequest:
+    return TimedRequest(i, t, prompt, tuple(range(9000 + 10 * i, 9000 + 10 * i + out)), group or f"g{i}")
+
+
+def own(i: int, n: int = 3) -> tuple[int, ...]:
+    return tuple(range(5000 + 100 * i, 5000 + 100 * i + n))
+
+
+SLOW = CostModel(prefill_ms_per_token=1.0, decode_ms_per_token=100.0)   # everything stays outstanding
+
+
+def replicas_of(run) -> list[int]:
+    return [o.replica for o in run.outcomes]
+
+
+# --- the cost model ------------------------------------------------------------------------------
+def test_ttft_worked_example() -> None:
+    """Two consultants on one replica, 0.05 ms per prefill token.
+
+    r0 arrives at 0 ms with 825 tokens, nothing cached: TTFT = 825 × 0.05 = 41.25 ms.
+    r1 arrives at 10 ms with the same 200-token system prompt: 12 full blocks (192 tokens) are
+    cached, 633 are computed. It waits for r0's prefill (until 41.25 ms): TTFT = 31.25 + 31.65 = 62.9 ms.
+    """
+    system = tuple(range(100, 300))
+    r0 = TimedRequest(0, 0.0, system + tuple(range(10_000, 10_625)), tuple(range(5)), "system prompt")
+    r1 = TimedRequest(1, 10.0, system + tuple(range(20_000, 20_625)), tuple(range(5)), "system prompt")
+    run = route([r0, r1], "round-robin", 1, cost=CostModel(0.05, 2.0))
+    first, second = run.outcomes
+    assert (first.hit_tokens, first.ttft_ms) == (0, pytest.approx(41.25))
+    assert second.hit_tokens == 192 and second.computed_tokens == 633
+    assert second.queue_ms == pytest.approx(31.25) and second.ttft_ms == pytest.approx(62.9)
+    assert second.finish_ms == pytest.approx(41.25 + 31.65 + 5 * 2.0)
+    assert run.prefill_tokens == 825 + 633 and run.hit_rate == pytest.approx(192 / 1650)
+
+
+def test_a_request_waits_for_blocks_when_the_pool_is_full() -> None:
+    # 4 blocks of 4; each request holds 3 (8 prompt + 4 output tokens): the second waits for the first to finish
+    run = route([req(0, 0, own(0, 8)), req(1, 0, own(1, 8))], "round-robin", 1, num_blocks=4, block_size=4, cost=SLOW)
+    first, second = run.outcomes
+    assert second.start_ms == first.finish_ms == pytest.approx(8 + 400)
+
+
+# --- each policy on a hand-worked trace ------------------------------------------------------------
+def test_round_robin_cycles() -> None:
+    run = route([req(i, i, own(i)) for i in range(5)], "round-robin", 2, block_size=4)
+    assert replicas_of(run) == [0, 1, 0, 1, 0]
+
+
+def test_least_loaded_counts_outstanding_requests() -> None:
+    quick = CostModel(prefill_ms_per_token=1.0, decode_ms_per_token=1.0)
+    # r0 (long answer) -> 0; r1 -> 1; r1 is done (3 + 4 ms) when r2 arrives at 20 ms, r0 is not: r2 -> 1
+    trace = [req(0, 0, own(0), out=100), req(1, 1, own(1)), req(2, 20, own(2))]
+    run = route(trace, "least-loaded", 2, block_size=4, cost=quick)
+    assert replicas_of(run) == [0, 1, 1]
+    assert [d["loads"] for d in run.decisions] == [[0, 0], [1, 0], [1, 0]]
+
+
+def test_power_of_two_takes_the_less_loaded_of_two() -> None:
+    run = route([req(i, i, own(i)) for i in range(40)], "power-of-two", 2, block_size=4, cost=SLOW)
+    for decision in run.decisions:      # with two replicas both are drawn: it is least-loaded
+        loads = decision["loads"]
+        if loads[0] != loads[1]:
+            assert decision["replica"] == loads.index(min(loads))
+    assert route([req(i, i, own(i)) for i in range(40)], "power-of-two", 2, block_size=4, cost=SLOW,
+                 seed=0).outcomes == run.outcomes   # seeded
+
+
+def test_consistent_hash_keys_on_the_prefix_not_the_load() -> None:
+    trace = [req(i, i, (A if i % 2 else B) + own(i)) for i in range(12)]
+    run = route(trace, "consistent-hash", 4, block_size=4, key_tokens=16, cost=SLOW)
+    on_a = {o.replica for o in run.outcomes if o.request_id % 2}
+    on_b = {o.replica for o in run.outcomes if not o.request_id % 2}
+    assert len(on_a) == 1 and len(on_b) == 1            # one replica per prefix, however loaded
+    spread = route([req(i, i, own(i, 40)) for i in range(64)], "consistent-hash", 4, block_size=4, key_tokens=8)
+    assert set(replicas_of(spread)) == {0, 1, 2, 3}      # distinct prefixes spread over the ring
+
+
+def test_prefix_affinity_follows_the_longest_cached_match() -> None:
+    trace = [req(0, 0, A + own(0)), req(1, 1, B + own(1)), req(2, 2, A + own(2)), req(3, 3, A + own(3)),
+             req(4, 4, B + own(4))]
+    run = route(trace, "prefix-affinity", 2, block_size=4, cost=SLOW)
+    assert replicas_of(run) == [0, 1, 0, 0, 1]           # r1 matches nothing: the less loaded; then each prefix home
+    assert [o.hit_tokens for o in run.outcomes] == [0, 0, 16, 16, 16]
+    assert run.decisions[3]["loads"] == [2, 1]            # r3 goes to the busier replica: affinity ignores load
+
+
+def test_hybrid_goes_least_loaded_when_imbalanced_by_both_thresholds() -> None:
+    trace = [req(0, 0, A + own(0))] + [req(i, i, A + own(i)) for i in range(1, 6)]
+    tight = HybridThresholds(cache_threshold=0.3, abs_threshold=2, rel_threshold=1.5)
+    run = route(trace, "hybrid", 2, block_size=4, cost=SLOW, thresholds=tight)
+    # loads seen: [0,0] -> 0 (nothing cached, least loaded); [1,0] match 16/19 on 0 -> 0; [2,0] -> 0;
+    # [3,0]: 3 - 0 > 2 and 3 > 0: imbalanced -> 1 (which now caches A too); [3,1]: 2 is not > 2, balanced,
+    # both match 16 tokens: the less loaded, 1; [3,2] -> 1 again
+    assert [d["loads"] for d in run.decisions] == [[0, 0], [1, 0], [2, 0], [3, 0], [3, 1], [3, 2]]
+    assert [d["matches"] for d in run.decisions][3:] == [[16, 0], [16, 16], [16, 16]]
+    assert replicas_of(run) == [0, 0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("loads, matches, expected", [
+    ([10, 2], [0, 0], 1),          # 8 is not > 8: balanced; no match: least loaded
+    ([10, 2], [15, 0], 0),         # balanced (8 is not > 8): the match, 15/20 > 0.3
+    ([11, 2], [15, 0], 1),         # 9 > 8 and 11 > 3: imbalanced, least loaded
+    ([12, 8], [15, 0], 0),         # 4 is not > 8: balanced
+    ([30, 20], [15, 0], 0),        # 10 > 8 but 30 is not > 1.5 x 20: balanced
+    ([31, 20], [15, 0], 1),        # 11 > 8 and 31 > 30: imbalanced
+    ([3, 3], [6, 0], 0),           # 6/20 = 0.3 is not > 0.3: least loaded, the first of equals
+    ([3, 3], [0, 7], 1),           # 7/20 = 0.35 > 0.3: the match
+])
+def test_hybrid_thresholds_at_their_edges(loads: list[int], matches: list[int], expected: int) -> None:
+    assert hybrid_choice(loads, matches, 20) == expected
+
+
+def test_hybrid_match_ratio_edge() -> None:
+    assert hybrid_choice([1, 0], [10, 0], 20, cache_threshold=0.5) == 1        # 0.5 is not > 0.5
+    assert hybrid_choice([1, 0], [11, 0], 20, cache_threshold=0.5) == 0
+
+
+# --- a replica's cache is an engine's cache -------------------------------------------------------
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_each_replica_ends_as_an_engine_that_served_its_requests_alone(workload: str) -> None:
+    requests = WORKLOADS[workload](60, 80.0, 1)
+    run = route(requests, "hybrid", 3, num_blocks=512)
+    by_id = {r.request_id: r for r in requests}
+    for k, replica in enumerate(run.replicas):
+        mine = [by_id[o.request_id] for o in replica.outcomes]
+        alone = route(mine, "round-robin", 1, num_blocks=512).replicas[0]
+        assert alone.outcomes == [o.__class__(**{**o.__dict__, "replica": 0}) for o in replica.outcomes]
+        assert alone.manager.pool.free_ids() == replica.manager.pool.free_ids()
+        assert alone.manager.prefix_cache.num_cached_blocks == replica.manager.prefix_cache.num_cached_blocks
+        assert alone.manager.prefix_cache.num_evictions == replica.manager.prefix_cache.num_evictions
+        assert {s: t.block_ids for s, t in alone.manager.tables.items()} == \
+               {s: t.block_ids for s, t in replica.manager.tables.items()}
+
+
+def test_without_eviction_a_replica_caches_exactly_what_it_served() -> None:
+    requests = tenants(40, 50.0, 2, num_tenants=6)
+    run = route(requests, "round-robin", 2, num_blocks=4096)
+    for replica in run.replicas:
+        assert replica.manager.prefix_cache.num_evictions == 0
+        served = {o.request_id for o in replica.outcomes}
+        for r in requests:
+            tokens = r.prompt + r.output
+            found = replica.manager.prefix_cache.lookup(tokens + (0,)).num_tokens
+            if r.request_id in served:
+                assert found == len(tokens) // 16 * 16      # every full block it computed is findable
+            else:
+                assert found < len(tokens) // 16 * 16       # another replica's request: its own tail is not here
+
+
+def test_hit_rate_and_prefill_tokens_add_up() -> None:
+    run = route(consultants(30, 40.0), "round-robin", 3)
+    assert run.prefill_tokens + run.hit_tokens == sum(r.prompt_len for r in consultants(30, 40.0))
+    # one shared system prompt: each of the three replicas pays it once, everyone else finds its 12 blocks
+    assert run.hit_tokens == (30 - 3) * 192
+
+
+# --- the chapter's claims at small scale ----------------------------------------------------------
+def test_affinity_gains_on_many_prefixes_and_little_on_one() -> None:
+    gain = {}
+    for name, workload in (("consultants", consultants), ("tenants", tenants)):
+        requests = workload(120, 40.0, 0)
+        rr, aff = route(requests, "round-robin", 4), route(requests, "prefix-affinity", 4)
+        gain[name] = aff.hit_rate - rr.hit_rate
+    assert gain["consultants"] < 0.01 and gain["tenants"] > 0.15
+
+
+def test_pure_affinity_sends_one_shared_prompt_to_one_replica() -> None:
+    runs = {p: route(consultants(120, 60.0), p, 4) for p in ("prefix-affinity", "hybrid", "least-loaded")}
+    assert runs["prefix-affinity"].requests_per_replica == [120, 0, 0, 0]
+    assert runs["prefix-affinity"].ttft_ms(99) > 5 * runs["hybrid"].ttft_ms(99)
+    assert runs["hybrid"].load_imbalance < 1.3
+
+
+def test_sweep_reuses_one_workload() -> None:
+    runs = sweep(tenants, [20.0, 80.0], ["round-robin"], 2, num_requests=30)
+    assert set(runs) == {("round-robin", 20.0), ("round-robin", 80.0)}
+    assert runs[("round-robin", 20.0)].prompt_tokens == runs[("round-robin", 80.0)].prompt_tokens
+
+
+# --- bad input is refused before anything runs ----------------------------------------------------
+def test_bad_input_is_named() -> None:
+    requests = consultants(5, 10.0)
+    with pytest.raises(ValueError, match="unknown policy 'random'"):
+        route(requests, "random")
+    with pytest.raises(ValueError, match="num_replicas"):
+        route(requests, "round-robin", 0)
+    with pytest.raises(ValueError, match="does not fit a replica"):
+        route(requests, "round-robin", 2, num_blocks=8)
+    with pytest.raises(ValueError, match="distinct"):
+        route(requests + requests[:1], "round-robin", 2)
+    with pytest.raises(ValueError, match="chose 7"):
+        route(requests, lambda request, fleet: 7, 2)
+    with pytest.raises(ValueError, match="rel_threshold"):
+        HybridThresholds(rel_threshold=0.5)
+    with pytest.raises(ValueError, match="rate_per_s"):
+        tenants(10, 0.0)
+    with pytest.raises(ValueError, match="prefill_ms_per_token"):
+        CostModel(prefill_ms_per_token=-1.0)
+
+
+def test_every_policy_is_made_fresh_and_runs() -> None:
+    requests = chats(30, 60.0)
+    for name in POLICIES:
+        first, again = route(requests, name, 3), route(requests, name, 3)
+        assert first.outcomes == again.outcomes, name        # no state leaks between runs
+        assert callable(make_policy(name, 3))
+
+
+def test_replica_refuses_a_request_larger_than_its_pool() -> None:
+    replica = Replica(4, 4, CostModel())
+    with pytest.raises(ValueError, match="need 5 blocks"):
+        replica.serve(req(0, 0, own(0, 16)), 0)
+    assert replica.manager.pool.num_free == 4 and not replica.outcomes
