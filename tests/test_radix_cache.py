@@ -119,3 +119,39 @@ class RadixMachine(RuleBasedStateMachine):
 
 TestRadixMachine = RadixMachine.TestCase
 TestRadixMachine.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+
+
+def test_the_picture_is_a_pure_deterministic_function_of_the_tree() -> None:
+    from pagedkv_edu.viz.radix_view import RadixPicture, radix_view, render_radix_svg
+
+    cache = RadixCache(50)
+    cache.insert([1, 2, 3, 4])
+    first = radix_view(cache, "one prompt")
+    cache.insert([1, 2, 9])
+    cache.lock(cache.match_prefix([1, 2, 9])[1])
+    second = radix_view(cache, "two prompts")
+    assert [(n.label, n.num_tokens, n.locked, n.parent) for n in second.nodes] == \
+        [("1 2", 2, True, None), ("3 4", 2, False, 0), ("9", 1, True, 0)]
+    assert len(first.nodes) == 1                         # a view is a copy: the later split does not change it
+    svg = render_radix_svg([first, second])
+    assert svg == render_radix_svg([first, second]) and svg.startswith("<svg") and "<defs" not in svg
+    assert "two prompts" in svg and "5 of 50 tokens, 3 nodes" in svg
+    assert "image/svg+xml" in RadixPicture([first])._repr_mimebundle_()
+    with pytest.raises(ValueError, match="no tree"):
+        render_radix_svg([])
+
+
+def test_the_radix_tree_finds_at_least_what_the_hash_chain_finds_and_the_same_at_block_size_1() -> None:
+    from pagedkv_edu.radix_compare import compare_by_block_size, hit_rate_by_free_order, second_turns
+    from pagedkv_edu.workload import copilot50, prompt_token_ids
+
+    prompts = [prompt_token_ids(r, 500) for r in copilot50(seed=1, num_requests=12, length_scale=1 / 8)]
+    turns = prompts + second_turns(prompts, 6, 3, vocab=(100, 500))
+    for b, chain, radix in compare_by_block_size(turns, [1, 3, 16], 4000, 4):   # ample room: nothing evicted
+        assert chain.evicted == radix.evicted == 0
+        assert (chain.hit_tokens == radix.hit_tokens) if b == 1 else (chain.hit_tokens <= radix.hit_tokens)
+    assert compare_by_block_size(turns, [16], 4000, 4)[0][1].hit_tokens < radix.hit_tokens
+    orders = hit_rate_by_free_order(turns, 4, 1000, 4)     # under pressure: the second turns lose blocks
+    assert orders["vllm-v1"].hit_tokens > orders["append"].hit_tokens
+    with pytest.raises(ValueError, match="does not fit capacity_tokens=10"):
+        compare_by_block_size(turns, [4], 10, 4)
