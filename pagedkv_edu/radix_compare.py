@@ -30,6 +30,7 @@ class PrefixReplay:
     queried_tokens: int
     hit_tokens: int
     cached_tokens: int          # tokens findable at the end (the K/V the cache still keeps)
+    slots_held: int             # K/V slots holding anything at the end: whole blocks, or one slot per token
     evicted: int                # blocks (hash chain) or tokens (radix tree) evicted
 
     @property
@@ -47,16 +48,22 @@ def _check(prompts: Sequence[Sequence[int]], capacity_tokens: int, max_running: 
         raise ValueError("every prompt needs at least one token")
 
 
+def set_free_order(manager: BlockManager, free_order: FreeOrder) -> None:
+    """Let ``manager``'s pool place freed blocks by ``free_order``, asking its prefix cache which are cached."""
+    if manager.prefix_cache is None:
+        raise ValueError("the free queue's order matters only with prefix caching on")
+    if free_order not in FREE_ORDERS:
+        raise ValueError(f"free_order must be one of {FREE_ORDERS}, got {free_order!r}")
+    manager.pool.free_order = free_order
+    manager.pool.is_cached = manager.prefix_cache.__contains__
+
+
 def replay_hash_chain(prompts: Sequence[Sequence[int]], block_size: int, capacity_tokens: int, max_running: int,
                       free_order: FreeOrder = "vllm-v1") -> PrefixReplay:
     """The package's block manager with prefix caching, freeing blocks in ``free_order``."""
     _check(prompts, capacity_tokens, max_running)
-    if free_order not in FREE_ORDERS:
-        raise ValueError(f"free_order must be one of {FREE_ORDERS}, got {free_order!r}")
     manager = BlockManager(capacity_tokens // block_size, block_size, enable_prefix_caching=True)
-    assert manager.prefix_cache is not None
-    manager.pool.free_order = free_order
-    manager.pool.is_cached = manager.prefix_cache.__contains__
+    set_free_order(manager, free_order)
     running: deque[int] = deque()
     hits = 0
     for i, prompt in enumerate(prompts):
@@ -66,8 +73,10 @@ def replay_hash_chain(prompts: Sequence[Sequence[int]], block_size: int, capacit
         hits += manager.num_cached_tokens(i)
         running.append(i)
     cache = manager.prefix_cache
+    assert cache is not None
+    held = manager.pool.num_used + len(cache.cached_free_blocks())
     return PrefixReplay(f"hash chain, B={block_size}", sum(map(len, prompts)), hits,
-                        cache.num_cached_blocks * block_size, cache.num_evictions)
+                        cache.num_cached_blocks * block_size, held * block_size, cache.num_evictions)
 
 
 def replay_radix(prompts: Sequence[Sequence[int]], capacity_tokens: int, max_running: int) -> PrefixReplay:
@@ -85,7 +94,8 @@ def replay_radix(prompts: Sequence[Sequence[int]], capacity_tokens: int, max_run
         node = tree.match_prefix(prompt)[1]
         tree.lock(node)
         running.append(node)
-    return PrefixReplay("radix tree", sum(map(len, prompts)), hits, tree.num_tokens, tree.num_evicted_tokens)
+    return PrefixReplay("radix tree", sum(map(len, prompts)), hits, tree.num_tokens, tree.num_tokens,
+                        tree.num_evicted_tokens)
 
 
 def compare_by_block_size(prompts: Sequence[Sequence[int]], block_sizes: Sequence[int], capacity_tokens: int,
