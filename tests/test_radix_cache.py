@@ -155,3 +155,16 @@ def test_the_radix_tree_finds_at_least_what_the_hash_chain_finds_and_the_same_at
     assert orders["vllm-v1"].hit_tokens > orders["append"].hit_tokens
     with pytest.raises(ValueError, match="does not fit capacity_tokens=10"):
         compare_by_block_size(turns, [4], 10, 4)
+
+
+def test_set_free_order_needs_a_prefix_cache_and_a_known_order() -> None:
+    from pagedkv_edu.block_manager import BlockManager
+    from pagedkv_edu.radix_compare import set_free_order
+
+    with pytest.raises(ValueError, match="only with prefix caching on"):
+        set_free_order(BlockManager(4, 4), "append")
+    manager = BlockManager(4, 4, enable_prefix_caching=True)
+    with pytest.raises(ValueError, match="got 'lifo'"):
+        set_free_order(manager, "lifo")
+    set_free_order(manager, "append")
+    assert manager.pool.free_order == "append" and manager.pool.is_cached is not None
