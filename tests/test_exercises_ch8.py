@@ -75,6 +75,10 @@ def test_try_case_returns_inputs_and_the_expected_output() -> None:
     assert sol.cached_prefix_blocks(case["token_ids"], case["block_size"], case["hash_fn"], case["table"],
                                     case["holds"]) == case["expected"]
     assert len(ch8.try_case("hashes")["expected"]) == 2
+    mine = ch8.try_case("hashes", 0, _chain_no_parent)
+    assert mine["got"] != mine["expected"] and len(mine["got"]) == 2
+    queue = ch8.try_case("queue", 0, _append_both, sol.touch)
+    assert queue["expected"][-1][1] == [2, 3, 4, 5, 6, 7, 1, 0] and queue["got"][-1][1] == [3, 4, 5, 6, 7, 2, 1, 0]
     with pytest.raises(ValueError, match="got 'nope'"):
         ch8.try_case("nope")
 
