@@ -147,13 +147,13 @@ CHAIN_RIGHT = {"reference": sol.block_hashes, "while": _chain_while, "numpy": _c
 @pytest.mark.parametrize("name", CHAIN_RIGHT)
 def test_chain_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch8.check_block_hashes(CHAIN_RIGHT[name]) is True
-    assert "✓ block_hashes (鏈式雜湊): passed" in capsys.readouterr().out
+    assert "✓ block_hashes (雜湊鏈): passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", CHAIN_WRONG)
 def test_chain_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch8.check_block_hashes(CHAIN_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ block_hashes (鏈式雜湊): failed")
+    assert capsys.readouterr().out.startswith("✗ block_hashes (雜湊鏈): failed")
 
 
 def test_chain_messages(capsys: pytest.CaptureFixture[str]) -> None:
@@ -171,7 +171,7 @@ def test_chain_stub(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert ch8.check_block_hashes(not_yet) is False
     out = capsys.readouterr().out
-    assert out.startswith("○ block_hashes (鏈式雜湊): not solved yet") and "expected" not in out
+    assert out.startswith("○ block_hashes (雜湊鏈): not solved yet") and "expected" not in out
 
 
 # --- the lookup --------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
 def check_block_hashes(fn: Callable[[list[int], int, Callable[[Hashable, tuple[int, ...]], Hashable]],
                                     Sequence[Hashable]]) -> bool:
     """Grade ``fn(token_ids, block_size, hash_fn) -> the hash of every full block`` (first parent: None)."""
-    return grade("block_hashes (鏈式雜湊)", fn, CHAIN_CASES, HIDDEN_CHAIN_CASES, _run_chain)
+    return grade("block_hashes (雜湊鏈)", fn, CHAIN_CASES, HIDDEN_CHAIN_CASES, _run_chain)
 
 
 # --- the lookup, checked ------------------------------------------------------------------------------
