@@ -9,19 +9,22 @@ Each block carries a reference count. In chapters 2-6 it is 0 (free) or 1 (owned
 sequence); chapter 7 lets several sequences share a block, and a block returns to the free
 list only when its last reference drops.
 
-The free list is a FIFO queue: blocks are taken from the front and returned at the back,
-as in vLLM's free-block queue and nano-vllm's ``deque``. Chapter 8's prefix cache needs one
-more thing from it: a freed block keeps its contents (and its place in the cache) until it
-is handed out again, and a cache hit on such a block must pull it out of the *middle* of
-the queue. vLLM v1 keeps an intrusive doubly linked list for that (``FreeKVCacheBlockQueue``);
-here an ``OrderedDict`` gives the same O(1) removal by id, with the same front-to-back order.
+The free list is a queue: blocks are taken from the front. Where a freed block goes decides
+what chapter 8's prefix cache evicts, since a freed block keeps its contents (and its place in
+the cache) until it is handed out again, and a cache hit on it pulls it out of the *middle* of
+the queue (``touch``). Without a prefix cache, freed blocks join the back (first in, first
+out), as in nano-vllm's ``deque``. With one, the order is vLLM v1's at commit ``c59cb79``
+(``BlockPool.free_blocks``): freed blocks that hold nothing findable go to the *front*
+(reused first) and cached ones to the back (kept longest); ``free_order="append"`` gives the
+older vLLM order, both to the back. vLLM v1 keeps an intrusive doubly linked list for O(1)
+removal from the middle (``FreeKVCacheBlockQueue``); here an ``OrderedDict`` does the same.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 from .checks import check_whole, is_whole
 
@@ -31,6 +34,11 @@ so two million blocks (32 M token slots at block size 16) already cost a few hun
 bookkeeping. A larger request is refused before anything is allocated."""
 
 
+FreeOrder = Literal["vllm-v1", "append"]
+"""Where freed blocks join the free queue when a prefix cache is attached (see the module docstring)."""
+FREE_ORDERS: tuple[FreeOrder, ...] = ("vllm-v1", "append")
+
+
 class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an allocation needs. Nothing was allocated."""
 
@@ -38,9 +46,12 @@ class OutOfBlocksError(RuntimeError):
 class BlockPool:
     """``num_blocks`` physical blocks of ``block_size`` slots, with reference counts."""
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, free_order: FreeOrder = "vllm-v1") -> None:
         check_whole("block_size", block_size, 1)
         check_whole("num_blocks", num_blocks, 1, MAX_NUM_BLOCKS)
+        if free_order not in FREE_ORDERS:
+            raise ValueError(f"free_order must be one of {FREE_ORDERS}, got {free_order!r}")
+        self.free_order: FreeOrder = free_order
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.ref_counts: list[int] = [0] * num_blocks
@@ -48,6 +59,9 @@ class BlockPool:
         # Called with each block ``allocate`` takes from the free queue. The prefix cache (chapter 8)
         # forgets the block's hash there: eviction is lazy, a freed block stays findable until reused.
         self.on_reuse: Callable[[int], None] | None = None
+        # Asked, with the prefix cache attached, whether a freed block still holds findable K/V: it
+        # decides the block's place in the free queue. None (no prefix cache): every freed block joins the back.
+        self.is_cached: Callable[[int], bool] | None = None
 
     @classmethod
     def from_free_order(cls, num_blocks: int, block_size: int, free_order: Sequence[int]) -> "BlockPool":
@@ -55,7 +69,7 @@ class BlockPool:
 
         It is built the way a real pool gets there: every block is handed out, then the blocks
         in ``free_order`` are returned in that order (their requests finished). The others stay
-        held by requests outside this example. The seeds' walk-throughs start from such a pool.
+        held by requests outside this example. The articles' walk-throughs start from such a pool.
         """
         pool = cls(num_blocks, block_size)
         free_order = list(free_order)
@@ -135,13 +149,17 @@ class BlockPool:
         if self.ref_counts[block_id] == 0:
             raise ValueError(f"block {block_id} is already free (double free)")
         self.ref_counts[block_id] -= 1
-        if self.ref_counts[block_id] == 0:
-            self._free[block_id] = None
-            return True
-        return False
+        if self.ref_counts[block_id]:
+            return False
+        self._enqueue([block_id])
+        return True
 
     def free_all(self, block_ids: Iterable[int]) -> None:
-        """Free several blocks after checking all of them, so a bad id changes nothing."""
+        """Free several blocks, first to be evicted first, after checking all of them (a bad id changes nothing).
+
+        As vLLM v1's ``free_blocks``: the blocks that become free keep their given order, the
+        uncached ones at the front of the queue and the cached ones at the back.
+        """
         ids = list(block_ids)
         pending: dict[int, int] = {}
         for block_id in ids:
@@ -149,8 +167,25 @@ class BlockPool:
             pending[block_id] = pending.get(block_id, 0) + 1
             if pending[block_id] > self.ref_counts[block_id]:
                 raise ValueError(f"block {block_id} would be freed more times than it is referenced")
+        freed = []
         for block_id in ids:
-            self.free(block_id)
+            self.ref_counts[block_id] -= 1
+            if self.ref_counts[block_id] == 0:
+                freed.append(block_id)
+        self._enqueue(freed)
+
+    def _enqueue(self, freed: list[int]) -> None:
+        """Put blocks that just became free into the queue: uncached ones in front, in their order."""
+        if self.is_cached is None or self.free_order == "append":
+            fresh, kept = [], freed
+        else:
+            fresh = [b for b in freed if not self.is_cached(b)]
+            kept = [b for b in freed if self.is_cached(b)]
+        for block_id in reversed(fresh):
+            self._free[block_id] = None
+            self._free.move_to_end(block_id, last=False)
+        for block_id in kept:
+            self._free[block_id] = None
 
     def _check_id(self, block_id: int) -> None:
         if not is_whole(block_id) or not 0 <= block_id < self.num_blocks:

@@ -1,10 +1,13 @@
-"""BlockPool: a fixed set of physical blocks, a FIFO free queue and reference counts."""
+"""BlockPool: a fixed set of physical blocks, a free queue (FIFO, or vLLM v1's order with a prefix cache) and reference counts."""
 
 from __future__ import annotations
 
 import re
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
 
@@ -149,3 +152,97 @@ def test_repr_shows_usage() -> None:
     pool = BlockPool(4, 8)
     pool.allocate(3)
     assert repr(pool) == "BlockPool(num_blocks=4, block_size=8, used=3, free=1)"
+
+
+# --- the free-queue order with a prefix cache (vLLM v1 at c59cb79, BlockPool.free_blocks) -------------
+def test_with_a_cache_uncached_blocks_go_to_the_front_in_order_and_cached_ones_to_the_back() -> None:
+    pool = BlockPool(8, 4)
+    cached = {2, 4}
+    pool.is_cached = cached.__contains__
+    ids = pool.allocate(6)                                   # 0..5; 6, 7 stay free
+    pool.free_all(reversed(ids))                             # tail first: 5, 4, 3, 2, 1, 0
+    assert pool.free_ids() == [5, 3, 1, 0, 6, 7, 4, 2]
+    assert pool.allocate(4) == [5, 3, 1, 0]                  # uncached first: the cached 4 and 2 are kept longest
+    pool.free(3)
+    assert pool.free_ids()[0] == 3                           # a single free follows the same rule
+    pool.touch(4)                                            # a hit pulls a cached block out of the middle
+    assert pool.free_ids() == [3, 6, 7, 2] and pool.ref_counts[4] == 1
+
+
+def test_the_older_order_appends_both_and_no_cache_means_first_in_first_out() -> None:
+    for pool in (BlockPool(8, 4, free_order="append"), BlockPool(8, 4)):
+        if pool.free_order == "append":
+            pool.is_cached = {2, 4}.__contains__
+        ids = pool.allocate(6)
+        pool.free_all(reversed(ids))
+        assert pool.free_ids() == [6, 7, 5, 4, 3, 2, 1, 0]
+
+
+def test_a_bad_free_order_is_refused() -> None:
+    with pytest.raises(ValueError, match="free_order must be one of .*got 'lifo'"):
+        BlockPool(4, 4, free_order="lifo")
+
+
+class FreeOrderMachine(RuleBasedStateMachine):
+    """Random allocate / share / free / touch with a changing set of cached blocks, against a list model."""
+
+    @initialize(num_blocks=st.integers(1, 12), order=st.sampled_from(["vllm-v1", "append"]))
+    def build(self, num_blocks: int, order: str) -> None:
+        self.pool = BlockPool(num_blocks, 3, free_order=order)
+        self.cached: set[int] = set()
+        self.pool.is_cached = self.cached.__contains__
+        self.queue = list(range(num_blocks))               # the model
+        self.refs = [0] * num_blocks
+
+    def _enqueue(self, freed: list[int]) -> None:
+        fresh = [b for b in freed if b not in self.cached] if self.pool.free_order == "vllm-v1" else []
+        self.queue = fresh + self.queue + [b for b in freed if b not in fresh]
+
+    @rule(n=st.integers(0, 4))
+    def allocate(self, n: int) -> None:
+        if n > len(self.queue):
+            with pytest.raises(OutOfBlocksError):
+                self.pool.allocate(n)
+            return
+        got = self.pool.allocate(n)
+        assert got == self.queue[:n]
+        self.queue = self.queue[n:]
+        for b in got:
+            self.refs[b] = 1
+
+    @rule(data=st.data())
+    def free_some(self, data: st.DataObject) -> None:
+        held = [b for b, r in enumerate(self.refs) for _ in range(r)]
+        if not held:
+            return
+        chosen = data.draw(st.lists(st.sampled_from(held), max_size=4))
+        if any(chosen.count(b) > self.refs[b] for b in chosen):
+            return
+        self.pool.free_all(chosen)
+        freed = []
+        for b in chosen:
+            self.refs[b] -= 1
+            freed += [b] if self.refs[b] == 0 else []
+        self._enqueue(freed)
+
+    @rule(data=st.data())
+    def share_or_touch(self, data: st.DataObject) -> None:
+        b = data.draw(st.integers(0, len(self.refs) - 1))
+        self.pool.touch(b)
+        if self.refs[b] == 0:
+            self.queue.remove(b)
+        self.refs[b] += 1
+
+    @rule(data=st.data())
+    def cache_or_forget(self, data: st.DataObject) -> None:
+        self.cached ^= {data.draw(st.integers(0, len(self.refs) - 1))}
+
+    @invariant()
+    def matches_the_model(self) -> None:
+        assert self.pool.free_ids() == self.queue
+        assert self.pool.ref_counts == self.refs
+        assert sorted(self.pool.free_ids()) == [b for b, r in enumerate(self.refs) if r == 0]
+
+
+TestFreeOrderMachine = FreeOrderMachine.TestCase
+TestFreeOrderMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)

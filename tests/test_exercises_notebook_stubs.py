@@ -16,7 +16,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # The graders built on pagedkv_edu.exercises.grading (other exercise modules may print otherwise).
-GRADER_IMPORT = re.compile(r"from pagedkv_edu\.exercises\.(ch0_1|ch2|ch3_4|ch5|ch6|ch7|ch8) import check_")
+GRADER_IMPORT = re.compile(r"from pagedkv_edu\.exercises\.(ch0_1|ch2|ch3_4|ch5|ch6|ch7|ch8|ch9) import check_")
 
 
 def _grader_cells() -> list[tuple[str, int, str]]:
@@ -33,8 +33,8 @@ GRADER_CELLS = _grader_cells()
 
 
 def test_every_grader_has_a_cell() -> None:
-    assert len(GRADER_CELLS) == 10   # kv bytes, first fit, slot mapping, append, gather, step layout,
-    # admission, copy-on-write, cached prefix, last-block waste (chapter 4's online softmax is now a Triton
+    assert len(GRADER_CELLS) == 12   # kv bytes, first fit, slot mapping, append, gather, step layout,
+    # admission, copy-on-write, hash chain, free-queue order, checked prefix lookup, last-block waste (chapter 4's online softmax is now a Triton
     # piece, graded by exercises.ch4_triton)
 
 

@@ -1,19 +1,17 @@
-"""Graders for chapter 7's "Your turn": copy-on-write, and finding the longest cached prefix.
+"""Grader for chapter 7's "Your turn": copy-on-write (chapter 8's prefix lookup is graded in :mod:`.ch8`).
 
 Each ``check_*`` replays cases chosen to catch the usual bugs, prints pass or fail with a
 diff, and returns a bool. For copy-on-write they are: copying a block nobody else holds,
 copying a *full* shared block (it is never written again, so a new block is enough),
 forgetting to drop the reference to the shared block, and writing the new token into the
-shared block anyway. For the prefix lookup: hitting the whole prompt (nothing left to
-compute), matching a block by its own tokens instead of its whole prefix, and jumping over
-a missing block. Hidden random cases (:mod:`.grading`) replay forks and prefix lookups at
-block sizes other than the chapter's 4, most of them not powers of two.
+shared block anyway. Hidden random cases (:mod:`.grading`) replay forks at block sizes other
+than the chapter's 4, most of them not powers of two.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
@@ -148,100 +146,3 @@ def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int
     and the free list in place, returning the slot and the ``(source, destination)`` copy or None.
     """
     return grade("append_with_cow", fn, COW_CASES, HIDDEN_COW_CASES, _run_cow)
-
-
-# --- the longest cached prefix -------------------------------------------------------------------
-@dataclass(frozen=True)
-class PrefixCase:
-    name: str
-    token_ids: tuple[int, ...]
-    block_size: int
-    cache: tuple[tuple[tuple[int, ...], int], ...]   # (prefix through the end of a full block, block id)
-
-
-_SYSTEM = (11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
-
-
-def _cache_of(tokens: Sequence[int], block_size: int, blocks: Sequence[int]) -> tuple[tuple[tuple[int, ...], int], ...]:
-    """Cache entries for the full blocks of ``tokens`` held in ``blocks``."""
-    return tuple((tuple(tokens[:(i + 1) * block_size]), b) for i, b in enumerate(blocks))
-
-
-PREFIX_CASES: tuple[PrefixCase, ...] = (
-    PrefixCase("a cached 10-token system prompt (block size 4), a new question after it",
-               _SYSTEM + (30, 31, 32), 4, _cache_of(_SYSTEM + (40, 41), 4, [6, 2, 9])),
-    PrefixCase("the whole prompt is cached (two full blocks): the last token must still be computed",
-               _SYSTEM[:8], 4, _cache_of(_SYSTEM[:8], 4, [6, 2])),
-    PrefixCase("one token more than the cached blocks: both hit",
-               _SYSTEM[:9], 4, _cache_of(_SYSTEM[:8], 4, [6, 2])),
-    PrefixCase("a shared prefix shorter than one block never hits (vLLM #54607)",
-               (11, 12, 13, 50, 51, 52, 53, 54), 4, _cache_of((11, 12, 13, 60, 61, 62, 63, 64), 4, [3, 5])),
-    PrefixCase("block 1 was evicted: block 2 cannot be used without it",
-               _SYSTEM + (30, 31, 32), 4, tuple(e for i, e in enumerate(_cache_of(_SYSTEM + (30, 31), 4, [6, 2, 9]))
-                                                if i != 1)),
-    PrefixCase("the same 4 tokens after another beginning are other K/V: a block is found by its whole prefix",
-               (11, 12, 13, 14, 9, 9, 9, 9, 0), 4,
-               _cache_of(_SYSTEM[:8], 4, [6, 2]) + _cache_of((7, 7, 7, 7, 9, 9, 9, 9), 4, [1, 3])),
-    PrefixCase("block size 1", (5, 6, 7), 1, _cache_of((5, 6, 7), 1, [4, 0, 1])),
-)
-
-
-def _hidden_prefix_cases(count: int = 120, seed: int = 10) -> list[PrefixCase]:
-    """Prompts over a tiny vocabulary (so that blocks' own tokens repeat), cached neighbours, evictions."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        vocab = rng.randint(2, 4)
-        base = [rng.randrange(vocab) for _ in range(rng.randint(0, 5 * b))]
-        cache: dict[tuple[int, ...], int] = {}
-        ids = iter(random_table(rng, 64, 64))
-        for _ in range(rng.randint(1, 3)):
-            seq = base[: rng.randint(0, len(base))] + [rng.randrange(vocab) for _ in range(rng.randint(0, 3 * b))]
-            for end in range(b, len(seq) + 1, b):
-                cache.setdefault(tuple(seq[:end]), next(ids))
-        for key in rng.sample(sorted(cache), min(len(cache), rng.choice([0, 0, 1, 2]))):
-            del cache[key]
-        cut = rng.choice([rng.randint(0, len(base)), len(base) // b * b])
-        prompt = base[:cut] + [rng.randrange(vocab) for _ in range(rng.choice([0, 1, rng.randint(0, 2 * b)]))]
-        prompt = prompt or [rng.randrange(vocab)]
-        cases.append(PrefixCase(f"hidden case {i + 1}", tuple(prompt), b, tuple(cache.items())))
-    return cases
-
-
-HIDDEN_PREFIX_CASES = _hidden_prefix_cases()
-
-
-def _hits_along(case: PrefixCase) -> str:
-    """What the cache holds for each full-block prefix of the prompt: the context a wrong answer needs."""
-    cache = dict(case.cache)
-    steps = [f"tokens 0..{end - 1} -> {cache.get(tuple(case.token_ids[:end]), 'miss')}"
-             for end in range(case.block_size, len(case.token_ids) + 1, case.block_size)]
-    return "; ".join(steps[:8]) + ("; ..." if len(steps) > 8 else "") if steps else "no full block"
-
-
-def _run_prefix(fn: Reader, case: PrefixCase) -> list[str]:
-    cache = dict(case.cache)
-    expected = reference.cached_prefix_blocks(case.token_ids, case.block_size, cache)
-    got, problem = as_int_list(fn(list(case.token_ids), case.block_size, dict(cache)), "block id")
-    if got is None:
-        return [problem]
-    if got == expected:
-        return []
-    hit = len(got) * case.block_size
-    why = ""
-    if hit >= len(case.token_ids):
-        why = f"  ({hit} of {len(case.token_ids)} tokens hit: nothing is left to compute the logits from)"
-    elif len(got) > len(expected):
-        why = ("  (a block is usable only if every block before it is cached too: its K/V depend on "
-               "the whole prefix)")
-    prompt = short(list(case.token_ids), 80)
-    return [f"prompt {prompt} ({len(case.token_ids)} tokens), block size {case.block_size}, "
-            f"{len(cache)} cache entries",
-            f"the cache along this prompt: {_hits_along(case)}",
-            f"expected blocks {expected}, got {got}{why}"]
-
-
-def check_cached_prefix_blocks(fn: Callable[[list[int], int, Mapping[tuple[int, ...], int]], Sequence[int]]) -> bool:
-    """Grade ``fn(token_ids, block_size, cache) -> block ids`` on the chapter's cases and hidden ones."""
-    return grade("cached_prefix_blocks", fn, PREFIX_CASES, HIDDEN_PREFIX_CASES, _run_prefix)

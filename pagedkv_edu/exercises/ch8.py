@@ -1,66 +1,455 @@
-"""Grader for chapter 9 (block size): last-block waste at a given block size.
+"""Graders for chapter 8's "Your turn": the hash chain, the checked lookup and the free-queue order.
 
-Catches ``n % B`` (the *filled* slots of the last block, not the empty ones), ``B - n % B``
-(which wastes a whole block when the last block is exactly full), rounding down, and the
-bit trick ``-n & (B - 1)``, right only when B is a power of two. Hidden random cases
-(:mod:`.grading`) use block sizes 3, 5, 6, 12 and others, and lengths 0, 1 and exact multiples.
+Each ``check_*`` runs the chapter's cases, then seeded hidden ones (:mod:`.grading`), prints
+pass or fail with the first difference, and returns a bool. The hash chain: a hash per block
+without its parent, a hash for a partly filled block, a lost last block. The lookup: no cap at
+the last token, a block used although it holds other tokens (a forced collision with a weak
+hash, or a block handed out again since its table entry was written), or the same tokens after
+another prefix, and a block used after a missing one; its hidden cases are lookups taken from
+random traces with evictions. The free queue: the older order (both appended), uncached blocks
+prepended one at a time (reversed), a shared block freed too early, a hit left in the queue.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import ArgsCase, Reader, as_int, grade, short
+from .grading import Raised, Reader, as_int_list, grade, short
 from .solutions import ch8 as reference
 
-WASTE_CASES: tuple[tuple[str, int, int], ...] = (
-    ("the paged-KV-cache article's 825-token request, B = 16", 825, 16),
-    ("a full last block wastes nothing", 832, 16),
-    ("one token", 1, 16),
-    ("block size 1 never wastes", 825, 1),
-    ("B = 256", 825, 256),
-    ("an empty sequence holds no block", 0, 16),
+Key = tuple[Hashable, tuple[int, ...]]
+
+
+def strong_hash(parent: Hashable, tokens: Sequence[int]) -> int:
+    """48 bits of SHA-256 over the pair: collisions never happen at this book's sizes."""
+    data = repr((parent, tuple(int(t) for t in tokens))).encode()
+    return int.from_bytes(hashlib.sha256(data).digest()[:6], "little")
+
+
+def weak_hash(parent: Hashable, tokens: Sequence[int]) -> int:
+    """A deliberately bad hash (11 values, blind to the tokens' order): it collides all the time."""
+    return ((parent or 0) * 7 + sum(int(t) for t in tokens)) % 11
+
+
+HASHES: dict[str, Callable[[Hashable, Sequence[int]], int]] = {"strong": strong_hash, "weak": weak_hash}
+
+
+# --- the hash chain ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChainCase:
+    name: str
+    token_ids: tuple[int, ...]
+    block_size: int
+
+
+CHAIN_CASES: tuple[ChainCase, ...] = (
+    ChainCase("a 10-token system prompt, block size 4: two full blocks and 2 tokens", tuple(range(100, 110)), 4),
+    ChainCase("exactly two full blocks: both are hashed", tuple(range(200, 208)), 4),
+    ChainCase("the same block twice: its two hashes differ, their parents do", (5, 6, 5, 6, 5, 6), 2),
+    ChainCase("shorter than one block: nothing to hash", (1, 2, 3), 4),
+    ChainCase("block size 1", (9, 8, 7), 1),
 )
 
 
-def _hidden_waste_cases(count: int = 300, seed: int = 8) -> list[ArgsCase]:
+def _hidden_chain_cases(count: int = 120, seed: int = 12) -> list[ChainCase]:
     rng = random.Random(seed)
     cases = []
     for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES + (24, 100, 256))
-        k = rng.randint(1, 60)
-        n = rng.choice([0, 1, k * b, k * b + 1, k * b - 1, rng.randint(0, 5000)])
-        cases.append(ArgsCase(f"hidden case {i + 1}", (n, b)))
+        b = rng.choice(HIDDEN_BLOCK_SIZES)
+        n = rng.choice([0, 1, b - 1, b, b + 1, 3 * b, rng.randint(0, 6 * b)])
+        cases.append(ChainCase(f"hidden case {i + 1}", tuple(rng.randrange(3) for _ in range(n)), b))
     return cases
 
 
-HIDDEN_WASTE_CASES = _hidden_waste_cases()
+HIDDEN_CHAIN_CASES = _hidden_chain_cases()
 
 
-def _run_waste(fn: Reader, case: ArgsCase) -> list[str]:
-    n, b = case.args
-    expected = reference.last_block_waste(n, b)
-    got = fn(n, b)
-    value = as_int(got)
-    if value is None:
-        return [f"(n={n}, B={b}): got {short(got)}, expected {expected}: a number of slots is a whole number"]
-    if value == expected:
+def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
+    b, tokens = case.block_size, case.token_ids
+    expected = reference.block_hashes(tokens, b, strong_hash)
+    got = fn(list(tokens), b, strong_hash)
+    got = list(got) if isinstance(got, (list, tuple)) else got
+    if got == expected:
         return []
-    hint = ""
-    if value == n % b and n % b:
-        hint = " (that is the filled slots of the last block, not the empty ones)"
-    elif value == b - n % b and n % b == 0:
-        hint = " (the last block is exactly full: nothing is wasted)"
-    elif value < 0:
-        hint = " (negative: rounded the number of blocks down instead of up?)"
-    elif b & (b - 1) and value == -n & (b - 1):
-        hint = f" (-n & (B - 1) is the waste only when B is a power of two; here B = {b})"
-    return [f"(n={n}, B={b}): got {value}, expected {expected}{hint}"]
+    blocks = [tuple(tokens[e - b:e]) for e in range(b, len(tokens) + 1, b)]
+    why = ""
+    if not isinstance(got, list):
+        why = "  (return a list of hashes, one per full block)"
+    elif len(got) == len(expected) + 1 and got[:-1] == expected:
+        why = f"  (a partly filled last block has no hash: {len(tokens)} tokens fill {len(expected)} blocks of {b})"
+    elif expected and got == expected[:-1]:
+        why = f"  (the last full block is missing: {len(tokens)} tokens fill {len(expected)} blocks of {b})"
+    elif got and got == [strong_hash(None, block) for block in blocks][:len(got)]:
+        why = "  (each hash must include its parent's hash, or equal blocks after different beginnings get one hash)"
+    elif got and expected and got[0] != expected[0] and got[0] in (strong_hash(0, blocks[0]), strong_hash(b"", blocks[0])):
+        why = "  (the first block's parent hash is None)"
+    return [f"prompt {short(list(tokens), 80)} ({len(tokens)} tokens), block size {b}",
+            f"expected {len(expected)} hash{'es' if len(expected) != 1 else ''} {short(expected, 90)}, "
+            f"got {short(got, 90)}{why}"]
 
 
-def check_last_block_waste(fn: Callable[[int, int], int]) -> bool:
-    """Grade ``fn(num_tokens, block_size)``: allocated but empty slots of the last block."""
-    shown = [ArgsCase(name, (n, b)) for name, n, b in WASTE_CASES]
-    return grade("last_block_waste", fn, shown, HIDDEN_WASTE_CASES, _run_waste, constant_is_stub=True)
+def check_block_hashes(fn: Callable[[list[int], int, Callable[[Hashable, tuple[int, ...]], Hashable]],
+                                    Sequence[Hashable]]) -> bool:
+    """Grade ``fn(token_ids, block_size, hash_fn) -> the hash of every full block`` (first parent: None)."""
+    return grade("block_hashes (雜湊鏈)", fn, CHAIN_CASES, HIDDEN_CHAIN_CASES, _run_chain)
+
+
+# --- the lookup, checked ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LookupCase:
+    """A prompt, the cache's table (hash -> block, maybe stale) and what each block holds now."""
+
+    name: str
+    token_ids: tuple[int, ...]
+    block_size: int
+    hash_name: str
+    table: tuple[tuple[Hashable, int], ...]
+    holds: tuple[tuple[int, Key], ...]
+
+
+def _cached(tokens: Sequence[int], block_size: int, blocks: Sequence[int], hash_name: str = "strong",
+            ) -> tuple[dict[Hashable, int], dict[int, Key]]:
+    """The table and contents after ``tokens``' full blocks were computed into ``blocks``."""
+    fn, table, holds, parent = HASHES[hash_name], {}, {}, None
+    for i, block in enumerate(blocks):
+        key = (parent, tuple(tokens[i * block_size:(i + 1) * block_size]))
+        parent = fn(*key)
+        table.setdefault(parent, block)
+        holds[block] = key
+    return table, holds
+
+
+def _case(name: str, tokens: Sequence[int], block_size: int, table: dict[Hashable, int], holds: dict[int, Key],
+          hash_name: str = "strong") -> LookupCase:
+    return LookupCase(name, tuple(tokens), block_size, hash_name, tuple(table.items()), tuple(holds.items()))
+
+
+def _shown_lookup_cases() -> tuple[LookupCase, ...]:
+    system = list(range(11, 21))
+    t1, h1 = _cached(system + [40, 41], 4, [6, 2, 9])
+    t2, h2 = _cached(system[:8], 4, [6, 2])
+    t3, h3 = _cached(system[:8], 4, [6, 2])               # block 2 was handed out again for other tokens
+    h3[2] = (999, (70, 71, 72, 73))
+    t4, h4 = _cached([3, 4, 5, 1, 2], 5, [0], "weak")      # 3+4+5+1+2 = 15 = 5+5+5+0+0 (mod 11): a collision
+    t5, h5 = _cached(system + [30, 31], 4, [6, 2, 9])
+    del t5[strong_hash(strong_hash(None, tuple(system[:4])), tuple(system[4:8]))]   # block 2 evicted, cleaned
+    t6, h6 = _cached([7, 7, 7, 7] + system[4:8], 4, [1, 3])   # block 3: these 4 tokens after another beginning
+    t6.update(_cached(system[:4], 4, [6])[0])
+    h6[6] = (None, tuple(system[:4]))
+    t6[strong_hash(strong_hash(None, tuple(system[:4])), tuple(system[4:8]))] = 3   # a stale entry that names it
+    return (
+        _case("a cached 10-token system prompt (block size 4), a new question after it", system + [30, 31, 32], 4,
+              t1, h1),
+        _case("the whole prompt is cached (two full blocks): the last token must still be computed", system[:8], 4,
+              t2, h2),
+        _case("one token more than the cached blocks: both hit", system[:9], 4, t2, h2),
+        _case("block 2 was handed out again since (its table entry is stale): it holds other tokens now",
+              system + [30], 4, t3, h3),
+        _case("a weak hash: another block hashes the same and holds other tokens (a forced collision)",
+              [5, 5, 5, 0, 0, 9], 5, t4, h4, "weak"),
+        _case("block 2 was evicted: block 9 cannot be used without it", system + [30, 31, 32], 4, t5, h5),
+        _case("the same 4 tokens after another beginning are other K/V: compare the parent too",
+              system[:8] + [0], 4, t6, h6),
+        _case("a shared prefix shorter than one block never hits (vLLM #54607)", [11, 12, 13, 50, 51, 52, 53, 54], 4,
+              *_cached([11, 12, 13, 60, 61, 62, 63, 64], 4, [3, 5])),
+        _case("block size 1", [5, 6, 7], 1, *_cached([5, 6, 7], 1, [4, 0, 1])),
+    )
+
+
+LOOKUP_CASES = _shown_lookup_cases()
+
+
+def _trace_lookups(count: int = 160, seed: int = 13) -> list[LookupCase]:
+    """Lookups taken from random traces: requests over a tiny vocabulary arrive, hit, allocate and finish.
+
+    The pool is small, so blocks are evicted and handed out again. As in nano-vllm, the table
+    is not cleaned when a block is reused: entries go stale, and only ``holds`` is current.
+    """
+    rng = random.Random(seed)
+    cases: list[LookupCase] = []
+    while len(cases) < count:
+        b = rng.choice(HIDDEN_BLOCK_SIZES)
+        hash_name = rng.choice(["strong", "strong", "weak"])
+        fn = HASHES[hash_name]
+        vocab, num_blocks = rng.randint(2, 3), rng.randint(3, 9)
+        bases = [[rng.randrange(vocab) for _ in range(rng.randint(b, 4 * b))] for _ in range(2)]
+        queue, refs = list(range(num_blocks)), [0] * num_blocks
+        table: dict[Hashable, int] = {}
+        holds: dict[int, Key] = {}
+        running: list[list[int]] = []
+
+        def finish(blocks: list[int]) -> None:
+            cached = {x for x in blocks if x in holds and table.get(fn(*holds[x])) == x}
+            reference.free_blocks(queue, refs, blocks[::-1], cached)
+
+        for _ in range(rng.randint(3, 9)):
+            base = rng.choice(bases)
+            prompt = base[:rng.randint(len(base) // 2, len(base))] + [rng.randrange(vocab) for _ in range(rng.randint(0, b))]
+            prompt = prompt or [rng.randrange(vocab)]
+            if rng.random() < 0.6 and len(cases) < count:
+                cases.append(_case(f"hidden case {len(cases) + 1}", prompt, b, dict(table), dict(holds), hash_name))
+            hit = reference.cached_prefix_blocks(prompt, b, fn, table, holds)
+            need = -(-len(prompt) // b) - len(hit)
+            while need > len(queue) - sum(1 for x in hit if refs[x] == 0) and running:
+                finish(running.pop(0))
+            if need > len(queue) - sum(1 for x in hit if refs[x] == 0):
+                continue
+            for x in hit:
+                reference.touch(queue, refs, x)
+            new, queue[:need] = queue[:need], []
+            for x in new:
+                refs[x] = 1
+                holds.pop(x, None)          # lazy eviction: the table keeps its (now stale) entry
+            blocks = hit + new
+            parent = None
+            for i, h in enumerate(reference.block_hashes(prompt, b, fn)):
+                key = (parent, tuple(prompt[i * b:(i + 1) * b]))
+                holds[blocks[i]] = key
+                if h not in table or holds.get(table[h]) != key and table[h] not in blocks:
+                    table[h] = blocks[i]
+                parent = h
+            running.append(blocks)
+            if rng.random() < 0.5:
+                finish(running.pop(0))
+    return cases
+
+
+HIDDEN_LOOKUP_CASES = _trace_lookups()
+
+
+def _why_stop(case: LookupCase, index: int) -> str:
+    """Why block ``index`` of the prompt cannot be used (the reference stopped there)."""
+    b, tokens, fn = case.block_size, case.token_ids, HASHES[case.hash_name]
+    if (index + 1) * b >= len(tokens):
+        return (f"{(index + 1) * b} of {len(tokens)} tokens would hit: nothing would be left to compute the logits "
+                f"from")
+    parent = None
+    for i in range(index):
+        parent = fn(parent, tokens[i * b:(i + 1) * b])
+    key = (parent, tuple(tokens[index * b:(index + 1) * b]))
+    block = dict(case.table).get(fn(*key))
+    held = dict(case.holds).get(block) if block is not None else None
+    if block is None:
+        return (f"block {index} of the prompt is not in the table: a block is usable only if every block before it "
+                f"is cached too")
+    if held is None:
+        return f"the table names block {block}, which holds no full block now: the entry is stale"
+    if held[1] != key[1]:
+        return (f"the table names block {block}, but it holds tokens {short(list(held[1]))}, not "
+                f"{short(list(key[1]))}: a collision or a block handed out again; compare before using it")
+    return (f"block {block} holds these tokens, but after another prefix (parent hash {held[0]!r}, not "
+            f"{key[0]!r}): its K/V differ")
+
+
+def _run_lookup(fn: Reader, case: LookupCase) -> list[str]:
+    hash_fn, table, holds = HASHES[case.hash_name], dict(case.table), dict(case.holds)
+    expected = reference.cached_prefix_blocks(case.token_ids, case.block_size, hash_fn, table, holds)
+    got, problem = as_int_list(fn(list(case.token_ids), case.block_size, hash_fn, dict(table), dict(holds)),
+                               "block id")
+    if got is None:
+        return [problem]
+    if got == expected:
+        return []
+    why = ""
+    if len(got) > len(expected) and got[:len(expected)] == expected:
+        why = f"  ({_why_stop(case, len(expected))})"
+    elif len(got) < len(expected) and expected[:len(got)] == got:
+        why = f"  (block {expected[len(got)]} holds exactly the pair hashed: it is a hit)"
+    return [f"prompt {short(list(case.token_ids), 80)} ({len(case.token_ids)} tokens), block size "
+            f"{case.block_size}, {case.hash_name} hash, {len(table)} table entries",
+            f"expected blocks {expected}, got {got}{why}"]
+
+
+def check_cached_prefix_blocks(fn: Callable[..., Sequence[int]]) -> bool:
+    """Grade ``fn(token_ids, block_size, hash_fn, table, holds) -> block ids`` (see the solution's docstring)."""
+    return grade("cached_prefix_blocks (最長已快取前綴)", fn, LOOKUP_CASES, HIDDEN_LOOKUP_CASES, _run_lookup)
+
+
+# --- the free queue's order -----------------------------------------------------------------------------
+Op = tuple[str, object]   # ("alloc", n) ("share", block) ("cache", block) ("uncache", block) ("free", blocks) ("hit", block)
+
+
+@dataclass(frozen=True)
+class QueueCase:
+    name: str
+    num_blocks: int
+    ops: tuple[Op, ...]
+
+
+QUEUE_CASES: tuple[QueueCase, ...] = (
+    QueueCase("a request finishes, freed tail first: its partial block 2 to the front, its cached 1 and 0 to the back",
+              8, (("alloc", 3), ("cache", 0), ("cache", 1), ("free", (2, 1, 0)))),
+    QueueCase("two uncached blocks freed together keep their order at the front",
+              6, (("alloc", 4), ("cache", 0), ("free", (3, 2, 1, 0)))),
+    QueueCase("a block another request shares loses one reference and stays out of the queue",
+              6, (("alloc", 2), ("share", 0), ("cache", 0), ("free", (1, 0)), ("free", (0,)))),
+    QueueCase("a hit on a free cached block pulls it out of the middle of the queue",
+              6, (("alloc", 3), ("cache", 0), ("cache", 1), ("free", (2, 1, 0)), ("hit", 0), ("hit", 1))),
+    QueueCase("a hit on a block in use only takes a reference", 4, (("alloc", 1), ("cache", 0), ("hit", 0))),
+    QueueCase("freeing nothing changes nothing", 3, (("alloc", 1), ("free", ()))),
+)
+
+
+def _hidden_queue_cases(count: int = 100, seed: int = 14) -> list[QueueCase]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        n = rng.randint(1, 11)
+        queue, refs, cached, ops = list(range(n)), [0] * n, set(), []
+        for _ in range(rng.randint(2, 12)):
+            held = [x for x in range(n) if refs[x]]
+            kind = rng.choice(["alloc", "alloc", "free", "free", "free", "share", "cache", "cache", "hit"])
+            if kind == "alloc" and queue:
+                k = rng.randint(1, len(queue))
+                for x in queue[:k]:
+                    refs[x], _ = 1, cached.discard(x)
+                queue[:k] = []
+                ops.append(("alloc", k))
+            elif kind == "free" and held:
+                blocks = rng.sample(held, rng.randint(0, len(held)))
+                reference.free_blocks(queue, refs, blocks, cached)
+                ops.append(("free", tuple(blocks)))
+            elif kind == "share" and held:
+                x = rng.choice(held)
+                refs[x] += 1
+                ops.append(("share", x))
+            elif kind == "cache" and held:
+                x = rng.choice(held)
+                cached.add(x)
+                ops.append(("cache", x))
+            elif kind == "hit" and cached:
+                x = rng.choice(sorted(cached))
+                reference.touch(queue, refs, x)
+                ops.append(("hit", x))
+        cases.append(QueueCase(f"hidden case {i + 1}", n, tuple(ops)))
+    return cases
+
+
+HIDDEN_QUEUE_CASES = _hidden_queue_cases()
+
+
+def _queue_hint(before: list[int], refs: list[int], blocks: Sequence[int], cached: set[int], got: list[int]) -> str:
+    freed = [x for x in blocks if refs[x] == 1]
+    fresh, kept = [x for x in freed if x not in cached], [x for x in freed if x in cached]
+    if got == before + freed and fresh:
+        return "the older vLLM order (both appended); at c59cb79 a freed block without a hash goes to the front"
+    if got == fresh[::-1] + before + kept and len(fresh) > 1:
+        return "prepending one block at a time reverses them: the first block given must end up first"
+    if got == kept + before + fresh:
+        return "the cached blocks go to the back (they may still be hit), the others to the front"
+    if any(refs[x] > 1 and x in got for x in blocks):
+        return "a block with another reference is still in use: it does not join the queue"
+    return ""
+
+
+def _run_queue(fn: Reader, case: QueueCase) -> list[str]:
+    exp_q, exp_r = list(range(case.num_blocks)), [0] * case.num_blocks
+    got_q, got_r = list(range(case.num_blocks)), [0] * case.num_blocks
+    cached: set[int] = set()
+    for kind, arg in case.ops:
+        if kind == "alloc":
+            for q, r in ((exp_q, exp_r), (got_q, got_r)):
+                for x in q[:arg]:
+                    r[x] = 1
+                    cached.discard(x)
+                q[:arg] = []
+            continue
+        if kind in ("share", "cache"):
+            if kind == "share":
+                exp_r[arg] += 1
+                got_r[arg] += 1
+            else:
+                cached.add(arg)
+            continue
+        before, refs = list(got_q), list(got_r)
+        if kind == "free":
+            step = f"free_blocks(free_queue={before}, ref_counts={refs}, blocks={list(arg)}, cached={sorted(cached)})"
+            reference.free_blocks(exp_q, exp_r, list(arg), set(cached))
+            fn("free", got_q, got_r, list(arg), set(cached))
+        else:
+            step = f"touch(free_queue={before}, ref_counts={refs}, block={arg})"
+            reference.touch(exp_q, exp_r, arg)
+            fn("hit", got_q, got_r, arg)
+        diff = []
+        if list(got_q) != exp_q:
+            hint = _queue_hint(before, refs, arg, cached, list(got_q)) if kind == "free" else (
+                "a hit must take the block out of the free queue, or it could be handed out while in use"
+                if arg in got_q else "")
+            diff.append(f"free queue: expected {exp_q}, got {list(got_q)}" + (f"  ({hint})" if hint else ""))
+        if list(got_r) != exp_r:
+            diff.append(f"reference counts: expected {exp_r}, got {list(got_r)}")
+        if diff:
+            return [f"{step}:"] + ["  " + line for line in diff]
+    return []
+
+
+def check_free_queue(free_blocks: Callable[[list[int], list[int], list[int], set[int]], None],
+                     touch: Callable[[list[int], list[int], int], None]) -> bool:
+    """Grade ``free_blocks(free_queue, ref_counts, blocks, cached)`` and ``touch(free_queue, ref_counts, block)``.
+
+    Both change the lists in place. Cases replay allocations (from the front of the queue),
+    shares, frees and hits, and compare the queue and the reference counts after each call.
+    """
+    def either(kind: str, *args: object) -> str:
+        (free_blocks if kind == "free" else touch)(*args)
+        return kind   # both work in place: None is their answer, not the sign of a stub
+
+    return grade("free queue order (空閒佇列的順序)", either, QUEUE_CASES, HIDDEN_QUEUE_CASES, _run_queue)
+
+
+def try_case(grader: str, index: int = 0, *fns: Callable[..., object]) -> dict[str, object]:
+    """One shown case of ``grader`` ("hashes", "lookup" or "queue"): its inputs, the expected answer and yours.
+
+    Pass your function(s) after the index (for "queue", ``free_blocks`` then ``touch``) to see what
+    they return on the same inputs; without them, only the inputs and the expected answer.
+    """
+    if grader == "hashes":
+        c = CHAIN_CASES[index]
+        out: dict[str, object] = {"case": c.name, "token_ids": list(c.token_ids), "block_size": c.block_size,
+                                  "hash_fn": strong_hash,
+                                  "expected": reference.block_hashes(c.token_ids, c.block_size, strong_hash)}
+        if fns:
+            out["got"] = fns[0](list(c.token_ids), c.block_size, strong_hash)
+        return out
+    if grader == "lookup":
+        c = LOOKUP_CASES[index]
+        args = (list(c.token_ids), c.block_size, HASHES[c.hash_name], dict(c.table), dict(c.holds))
+        out = {"case": c.name, "token_ids": args[0], "block_size": args[1], "hash_fn": args[2], "table": args[3],
+               "holds": args[4], "expected": reference.cached_prefix_blocks(*args)}
+        if fns:
+            out["got"] = fns[0](list(c.token_ids), c.block_size, HASHES[c.hash_name], dict(c.table), dict(c.holds))
+        return out
+    if grader == "queue":
+        c = QUEUE_CASES[index]
+        out = {"case": c.name, "num_blocks": c.num_blocks, "ops": list(c.ops),
+               "expected": _queue_states(c, reference.free_blocks, reference.touch)}
+        if fns:
+            out["got"] = _queue_states(c, *fns)
+        return out
+    raise ValueError(f"grader must be 'hashes', 'lookup' or 'queue', got {grader!r}")
+
+
+def _queue_states(case: QueueCase, free_blocks: Callable[..., object], touch: Callable[..., object],
+                  ) -> list[tuple[Op, list[int], list[int]]]:
+    """The free queue and reference counts after each step of ``case``, with these two functions."""
+    queue, refs, cached, states = list(range(case.num_blocks)), [0] * case.num_blocks, set(), []
+    for kind, arg in case.ops:
+        if kind == "alloc":
+            for x in queue[:arg]:
+                refs[x] = 1
+                cached.discard(x)
+            queue[:arg] = []
+        elif kind == "share":
+            refs[arg] += 1
+        elif kind == "cache":
+            cached.add(arg)
+        elif kind == "free":
+            free_blocks(queue, refs, list(arg), set(cached))
+        else:
+            touch(queue, refs, arg)
+        states.append(((kind, arg), list(queue), list(refs)))
+    return states

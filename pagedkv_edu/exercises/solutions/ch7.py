@@ -1,8 +1,6 @@
-"""Reference solutions to chapter 7's exercises: copy-on-write, and the longest cached prefix."""
+"""Reference solutions to chapter 7's exercises: copy-on-write."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
 
 
 def append_with_cow(block_table: list[int], num_tokens: int, block_size: int, ref_counts: list[int],
@@ -26,21 +24,3 @@ def append_with_cow(block_table: list[int], num_tokens: int, block_size: int, re
         block_table[-1] = own
         copy = (shared, own)
     return block_table[-1] * block_size + num_tokens % block_size, copy
-
-
-def cached_prefix_blocks(token_ids: Sequence[int], block_size: int,
-                         cache: Mapping[tuple[int, ...], int]) -> list[int]:
-    """The blocks of the longest cached prefix of ``token_ids``, leaving at least one token to compute.
-
-    ``cache`` maps everything from the first token to the end of a full block to the block
-    that holds that block's K/V: the key a chained hash stands for. Only full blocks count,
-    the walk stops at the first miss, and a hit may not cover the last token, whose logits
-    the model still has to produce.
-    """
-    blocks: list[int] = []
-    for end in range(block_size, len(token_ids), block_size):   # end < len: the last token stays
-        block = cache.get(tuple(token_ids[:end]))
-        if block is None:
-            break
-        blocks.append(block)
-    return blocks
