@@ -221,7 +221,11 @@ def _events(frame: Frame) -> str:
 def _request_panel(trace: EngineTrace, index: int, seq_id: Hashable, top: float) -> tuple[list[str], float]:
     frame = trace.frames[index]
     entry = frame.table(seq_id)
-    if entry is None:
+    held = next((r for r in frame.reservations if r.seq_id == seq_id), None)
+    if held is not None:
+        head = (f"{request_label(seq_id)}: {held.num_tokens} tokens in a reservation of {held.size} slots "
+                f"[{held.start}, {held.start + held.size})")
+    elif entry is None:
         where = next((q for q in QUEUES if seq_id in getattr(frame, q)), "finished" if frame.outputs(seq_id) else "")
         head = f"{request_label(seq_id)}: no blocks ({where or 'not arrived'})"
     else:
@@ -249,9 +253,11 @@ def frame_elements(trace: EngineTrace, index: int, selected: Hashable | None = N
     if not 0 <= index < len(trace.frames):
         raise IndexError(f"frame {index} is outside the trace's {len(trace.frames)} frames")
     frame = trace.frames[index]
+    memory = (f"blocks {frame.num_used}/{frame.num_blocks} used, {frame.num_shared} shared, {len(frame.cached)} cached"
+              if frame.num_blocks or not frame.capacity else
+              f"slots {frame.num_slots_reserved}/{frame.capacity} reserved in {len(frame.reservations)} reservations")
     header = (f"step {index + 1}/{len(trace.frames)} · running {len(frame.running)} · preempted "
-              f"{len(frame.preempted)} · waiting {len(frame.waiting)} · blocks {frame.num_used}/{frame.num_blocks} "
-              f"used, {frame.num_shared} shared, {len(frame.cached)} cached")
+              f"{len(frame.preempted)} · waiting {len(frame.waiting)} · {memory}")
     out = [_text(PAD, PAD + 12, header, weight="bold", cls="counters"),
            _text(PAD, PAD + 12 + LINE, _events(frame), size=10, colour="#333333", cls="events")]
     budget, top = _budget(frame, PAD + 2 * LINE + 2, width)
