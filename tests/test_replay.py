@@ -36,15 +36,19 @@ def run():
     while engine.has_unfinished:
         outputs += engine.step()
         manager = engine.scheduler.memory.manager
+        step = engine.last_step
         checks.append((tuple(manager.pool.ref_counts), {k: tuple(t.block_ids) for k, t in manager.tables.items()},
-                       [s.seq_id for s in engine.scheduler.running]))
+                       [s.seq_id for s in engine.scheduler.running],
+                       (sum(s.num_new_tokens for s in step.scheduled if s.is_prefill),
+                        sum(s.num_new_tokens for s in step.scheduled if not s.is_prefill))))
     return trace, engine, {o.request_id: o for o in outputs}, ids, checks
 
 
 def test_one_frame_per_step_matching_the_engine(run) -> None:
     trace, engine, _, _, checks = run
     assert len(trace) == len(engine.history) == len(checks)
-    for frame, (refs, tables, running) in zip(trace, checks):
+    for frame, (refs, tables, running, tokens) in zip(trace, checks):
+        assert (frame.prefill_tokens, frame.decode_tokens) == tokens and frame.token_budget == 8192
         assert frame.ref_counts == refs
         assert {e.seq_id: e.block_ids for e in frame.tables} == tables
         assert list(frame.running) == running
@@ -110,7 +114,8 @@ def test_frame_svg_shows_the_frame(run) -> None:
     for entry in frame.tables:
         assert all(f"r{entry.seq_id}" in owners[b].split("+") for b in entry.block_ids)
     assert all(owners[b] == "-" for b, refs in enumerate(frame.ref_counts) if refs == 0)
-    drawn = sum(float(r.get("width")) + 1 for r in grid.iter(f"{SVG}rect") if r.get("fill") != "none")
+    drawn = sum(float(r.get("width")) + 1 for r in grid.iter(f"{SVG}rect")
+                if r.get("fill") != "none" and r.get("fill-opacity") is None)   # not the pale tails
     cell = float([r for r in grid.iter(f"{SVG}rect")][0].get("height")) + 1
     assert drawn == frame.num_blocks * cell                     # the bars cover every block exactly once
     queues = {g.get("data-queue"): g.get("data-ids") for g in svg.iter(f"{SVG}g") if g.get("class") == "queue"}
@@ -168,8 +173,29 @@ def test_recording_is_bounded_and_validated() -> None:
         ReplayState(EngineTrace())
 
 
+def test_budget_bar_and_partly_filled_blocks(run) -> None:
+    trace, *_ = run
+    for index in (0, key_frames(trace)["first preemption"], len(trace) - 2):
+        frame = trace[index]
+        svg = ET.fromstring(frame_svg(trace, index))
+        budget = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "budget"][0]
+        assert (int(budget.get("data-prefill")), int(budget.get("data-decode"))) == (frame.prefill_tokens,
+                                                                                    frame.decode_tokens)
+        grid = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "grid"][0]
+        fills = [int(f) for f in grid.get("data-fills").split()]
+        assert sum(fills) >= max((e.num_tokens for e in frame.tables), default=0)
+        for entry in frame.tables:   # full blocks hold 4 tokens, the last one what is left
+            assert [fills[b] for b in entry.block_ids[:-1]] == [4] * (len(entry.block_ids) - 1)
+            if entry.block_ids:
+                assert fills[entry.block_ids[-1]] >= entry.num_tokens - 4 * (len(entry.block_ids) - 1)
+        pale = [r for r in grid.iter(f"{SVG}rect") if r.get("fill-opacity")]
+        assert len(pale) == sum(0 < f < 4 for f in fills)
+    assert trace[0].prefill_tokens > 0 and trace[0].decode_tokens == 0
+    assert any(f.decode_tokens and not f.prefill_tokens for f in trace)
+
+
 def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
-    """No blocks to draw under contiguous memory (queues and texts still); a full trace stops, flagged."""
+    """Contiguous memory draws its reservations with their empty tails; a full trace stops, flagged."""
     tiny = load_model("tiny-random")
     prompts = [[100 + i + j for j in range(6)] for i in range(3)]
     trace = EngineTrace(max_frames=2)
@@ -178,5 +204,13 @@ def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
     outputs = engine.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
     assert len(engine.history) > 2 and len(trace) == 2 and trace.truncated
     assert trace[0].ref_counts == () and trace[0].num_blocks == 0 and set(trace[0].running) == {0, 1, 2}
-    assert "contiguous memory: no blocks to draw" in frame_svg(trace, 1)
+    frame = trace[1]
+    assert [(r.seq_id, r.size) for r in frame.reservations] == [(0, 32), (1, 32), (2, 32)] and frame.capacity == 128
+    assert [r.num_tokens for r in frame.reservations] == [7, 7, 7]   # prompt of 6 and the first sampled token
+    svg = ET.fromstring(frame_svg(trace, 1))
+    arena = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "arena"][0]
+    assert (arena.get("data-capacity"), arena.get("data-reserved"), arena.get("data-filled")) == ("128", "96", "21")
+    drawn = {g.get("data-request"): int(g.get("data-tokens")) for g in arena.iter(f"{SVG}g")
+             if g.get("class") == "reservation"}
+    assert drawn == {"r0": 7, "r1": 7, "r2": 7}
     assert trace.output_ids(0) == outputs[0].token_ids     # the text is read from the live sequence

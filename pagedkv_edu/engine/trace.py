@@ -7,7 +7,10 @@ it costs a copy of the pool's reference counts per step). A frame holds what the
 to redraw that moment without the engine:
 
 * every block's reference count, and which blocks the prefix cache can find (``cached``);
-* every live sequence's block table and token count;
+* every live sequence's block table and token count; for contiguous memory, every reservation
+  (where it starts, its size, and how many of its slots hold tokens), whose empty tails are the
+  waste paging removes;
+* the step's token budget: how many prefill and decode tokens it computed, of how many allowed;
 * the waiting queue split in two: requests that never ran, and requests preempted and waiting
   to be recomputed; the running batch in admission order;
 * the step's events: admitted, preempted, finished, copy-on-write copies made;
@@ -46,6 +49,16 @@ class TableEntry:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """One contiguous reservation after a step: ``size`` slots from ``start``, ``num_tokens`` of them filled."""
+
+    seq_id: Hashable
+    start: int
+    size: int
+    num_tokens: int
+
+
+@dataclass(frozen=True)
 class Frame:
     """The engine after one step, as plain immutable data."""
 
@@ -63,6 +76,15 @@ class Frame:
     finished: tuple[Hashable, ...] = ()      # finished in this step
     copies: tuple[tuple[int, int], ...] = () # copy-on-write (source, destination) made in this step
     num_output: tuple[tuple[Hashable, int], ...] = ()   # tokens generated so far, every sequence seen
+    prefill_tokens: int = 0                  # prompt tokens computed in this step (chunks and recomputation included)
+    decode_tokens: int = 0                   # sampled tokens fed back in this step, one per decoding sequence
+    token_budget: int | None = None          # the step's cap (max_num_batched_tokens); None: no cap
+    reservations: tuple[Reservation, ...] = ()   # contiguous memory: every reservation, in arena order
+    capacity: int = 0                        # contiguous memory: the arena's slots
+
+    @property
+    def num_slots_reserved(self) -> int:
+        return sum(r.size for r in self.reservations)
 
     @property
     def num_blocks(self) -> int:
@@ -151,8 +173,14 @@ class EngineTrace:
             free_order = tuple(pool.free_ids())
             tables = tuple(TableEntry(seq_id, t.num_tokens, tuple(t.block_ids)) for seq_id, t in manager.tables.items())
             block_size = manager.block_size
-        else:   # contiguous memory: no blocks to draw, the queues and texts still are
+        else:   # contiguous memory: no blocks; its reservations and their filled slots instead
             ref_counts, cached, free_order, tables, block_size = (), frozenset(), (), (), 0
+        arena = getattr(scheduler.memory, "arena", None)
+        reservations: tuple[Reservation, ...] = ()
+        if arena is not None:
+            lengths = scheduler.memory.lengths
+            reservations = tuple(Reservation(e.owner, e.start, e.size, lengths.get(e.owner, 0)) for e in arena.extents)
+        steps = list(getattr(scheduled, "scheduled", ()))
         self.frames.append(Frame(
             step=len(self.frames),
             block_size=block_size,
@@ -168,6 +196,11 @@ class EngineTrace:
             finished=finished,
             copies=tuple((int(a), int(b)) for a, b in copies),
             num_output=tuple((seq_id, len(seq.output_token_ids)) for seq_id, seq in self._sequences.items()),
+            prefill_tokens=sum(s.num_new_tokens for s in steps if s.is_prefill),
+            decode_tokens=sum(s.num_new_tokens for s in steps if not s.is_prefill),
+            token_budget=getattr(scheduler, "max_num_batched_tokens", None),
+            reservations=reservations,
+            capacity=arena.capacity if arena is not None else 0,
         ))
 
     # --- reading ------------------------------------------------------------------------
@@ -201,4 +234,4 @@ class EngineTrace:
         return self._decoded[(seq_id, key)]
 
 
-__all__ = ["EngineTrace", "Frame", "TableEntry"]
+__all__ = ["EngineTrace", "Frame", "Reservation", "TableEntry"]

@@ -67,15 +67,62 @@ def _owners(frame: Frame) -> dict[int, list[Hashable]]:
     return owners
 
 
+def _fills(frame: Frame) -> dict[int, int]:
+    """Slots holding a token in each used block: full blocks hold ``block_size``, a last block maybe fewer."""
+    fills: dict[int, int] = {}
+    for entry in frame.tables:
+        for i, block in enumerate(entry.block_ids):
+            fills[block] = max(fills.get(block, 0), min(frame.block_size, entry.num_tokens - i * frame.block_size))
+    return fills
+
+
+def _arena(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
+    """Contiguous memory as a strip of slots: each reservation in its owner's colour, solid where tokens are,
+    pale over its reserved-but-empty tail; free slots grey."""
+    cap = frame.capacity
+    row_slots = -(-cap // max(1, -(-cap // 128)))
+    px, row_h = (width - 2 * PAD) / row_slots, 14
+
+    def span(a: int, b: int, fill: str, extra: str = "") -> list[str]:
+        out = []
+        while a < b:
+            r, c = divmod(a, row_slots)
+            end = min(b, (r + 1) * row_slots)
+            out.append(f'<rect x="{PAD + c * px:g}" y="{top + r * (row_h + 2):g}" width="{(end - a) * px:g}" '
+                       f'height="{row_h:g}" fill="{fill}"{extra}/>')
+            a = end
+        return out
+
+    out = [f'<g class="arena" data-capacity="{cap}" data-reserved="{frame.num_slots_reserved}" data-filled='
+           f'"{sum(r.num_tokens for r in frame.reservations)}">']
+    out += span(0, cap, FREE_COLOUR)
+    for r in frame.reservations:
+        colour = request_colour(r.seq_id)
+        out.append(f'<g class="reservation" data-request="{escape(request_label(r.seq_id))}" data-start="{r.start}" '
+                   f'data-size="{r.size}" data-tokens="{r.num_tokens}">')
+        out += span(r.start, r.start + r.num_tokens, colour)
+        out += span(r.start + r.num_tokens, r.start + r.size, colour, ' fill-opacity="0.25"')
+        out.append("</g>")
+    out.append("</g>")
+    rows = -(-cap // row_slots)
+    note = (f"reserved {frame.num_slots_reserved} of {cap} slots, {sum(r.num_tokens for r in frame.reservations)} "
+            f"hold a token; pale: reserved but empty")
+    out.append(_text(PAD, top + rows * (row_h + 2) + 11, note, size=10, colour="#555555"))
+    return out, top + rows * (row_h + 2) + LINE
+
+
 def _grid(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
     """Every physical block as a cell: owner's colour, thick border when shared, dot when cached.
 
     Neighbouring cells of one row that look the same are drawn as one bar (a request's blocks
-    usually sit together), which keeps a 640-block frame a few kilobytes. The per-block state
-    rides on the grid's ``data-*`` attributes, one entry per block, for tests and the browser.
+    usually sit together), which keeps a 640-block frame a few kilobytes. A last block that is
+    not full is drawn pale over its empty share. The per-block state rides on the grid's
+    ``data-*`` attributes, one entry per block, for tests and the browser.
     """
     n = frame.num_blocks
     if n == 0:
+        if frame.capacity:
+            return _arena(frame, top, width)
         return [_text(PAD, top + 12, "contiguous memory: no blocks to draw", colour="#555555")], top + LINE
     cell = 16 if n <= 320 else 12 if n <= 800 else 8
     cols = max(1, int((width - 2 * PAD) // cell))
@@ -86,8 +133,10 @@ def _grid(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
         return request_colour(who[0]) if who else ("#FFFFFF" if block in frame.cached else FREE_COLOUR)
 
     labels = ["+".join(request_label(o) for o in owners[b]) if b in owners else "-" for b in range(n)]
+    fills = _fills(frame)
     out = [f'<g class="grid" data-refs="{" ".join(map(str, frame.ref_counts))}" '
-           f'data-owners="{escape(" ".join(labels))}" data-cached="{" ".join(map(str, sorted(frame.cached)))}">']
+           f'data-owners="{escape(" ".join(labels))}" data-cached="{" ".join(map(str, sorted(frame.cached)))}" '
+           f'data-block-size="{frame.block_size}" data-fills="{" ".join(str(fills.get(b, 0)) for b in range(n))}">']
     block = 0
     while block < n:   # runs of equal cells within a row
         r, c = divmod(block, cols)
@@ -103,6 +152,10 @@ def _grid(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
         if frame.ref_counts[block] > 1:
             out.append(f'<rect x="{x:g}" y="{y:g}" width="{cell - 1:g}" height="{cell - 1:g}" fill="none" '
                        f'stroke="#000000" stroke-width="2"/>')
+        if 0 < fills.get(block, 0) < frame.block_size:   # the empty tail of a last block: internal waste
+            empty = (cell - 1) * (1 - fills[block] / frame.block_size)
+            out.append(f'<rect x="{x + cell - 1 - empty:g}" y="{y:g}" width="{empty:g}" height="{cell - 1:g}" '
+                       f'fill="#FFFFFF" fill-opacity="0.7"/>')
         if block in frame.cached:
             out.append(f'<circle cx="{x + cell / 2 - 0.5:g}" cy="{y + cell / 2 - 0.5:g}" r="{cell / 6:g}" '
                        f'fill="#000000"/>')
@@ -135,6 +188,25 @@ def _queues(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
     return out, top
 
 
+def _budget(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
+    """The step's token budget as a bar: prefill tokens, then decode tokens, out of the cap."""
+    used = frame.prefill_tokens + frame.decode_tokens
+    cap = frame.token_budget
+    label = (f"tokens this step: {frame.prefill_tokens} prefill + {frame.decode_tokens} decode"
+             + (f" of a budget of {cap}" if cap is not None else " (no cap)"))
+    scale = (width - 2 * PAD - 330) / max(1, cap if cap is not None else used)
+    out = [f'<g class="budget" data-prefill="{frame.prefill_tokens}" data-decode="{frame.decode_tokens}" '
+           f'data-budget="{cap if cap is not None else ""}">', _text(PAD, top + 10, label, size=10)]
+    x0 = PAD + 330
+    if cap is not None:
+        out.append(f'<rect x="{x0:g}" y="{top + 2:g}" width="{cap * scale:g}" height="9" fill="none" stroke="#999999"/>')
+    out.append(f'<rect x="{x0:g}" y="{top + 2:g}" width="{frame.prefill_tokens * scale:g}" height="9" fill="#332288"/>')
+    out.append(f'<rect x="{x0 + frame.prefill_tokens * scale:g}" y="{top + 2:g}" width="{frame.decode_tokens * scale:g}" '
+               f'height="9" fill="#88CCEE"/>')
+    out.append("</g>")
+    return out, top + LINE
+
+
 def _events(frame: Frame) -> str:
     parts = []
     for word, ids in (("admitted", frame.admitted), ("preempted", frame.preempted_now), ("finished", frame.finished)):
@@ -149,7 +221,11 @@ def _events(frame: Frame) -> str:
 def _request_panel(trace: EngineTrace, index: int, seq_id: Hashable, top: float) -> tuple[list[str], float]:
     frame = trace.frames[index]
     entry = frame.table(seq_id)
-    if entry is None:
+    held = next((r for r in frame.reservations if r.seq_id == seq_id), None)
+    if held is not None:
+        head = (f"{request_label(seq_id)}: {held.num_tokens} tokens in a reservation of {held.size} slots "
+                f"[{held.start}, {held.start + held.size})")
+    elif entry is None:
         where = next((q for q in QUEUES if seq_id in getattr(frame, q)), "finished" if frame.outputs(seq_id) else "")
         head = f"{request_label(seq_id)}: no blocks ({where or 'not arrived'})"
     else:
@@ -177,12 +253,16 @@ def frame_elements(trace: EngineTrace, index: int, selected: Hashable | None = N
     if not 0 <= index < len(trace.frames):
         raise IndexError(f"frame {index} is outside the trace's {len(trace.frames)} frames")
     frame = trace.frames[index]
+    memory = (f"blocks {frame.num_used}/{frame.num_blocks} used, {frame.num_shared} shared, {len(frame.cached)} cached"
+              if frame.num_blocks or not frame.capacity else
+              f"slots {frame.num_slots_reserved}/{frame.capacity} reserved in {len(frame.reservations)} reservations")
     header = (f"step {index + 1}/{len(trace.frames)} · running {len(frame.running)} · preempted "
-              f"{len(frame.preempted)} · waiting {len(frame.waiting)} · blocks {frame.num_used}/{frame.num_blocks} "
-              f"used, {frame.num_shared} shared, {len(frame.cached)} cached")
+              f"{len(frame.preempted)} · waiting {len(frame.waiting)} · {memory}")
     out = [_text(PAD, PAD + 12, header, weight="bold", cls="counters"),
            _text(PAD, PAD + 12 + LINE, _events(frame), size=10, colour="#333333", cls="events")]
-    grid, top = _grid(frame, PAD + 2 * LINE + 4, width)
+    budget, top = _budget(frame, PAD + 2 * LINE + 2, width)
+    out += budget
+    grid, top = _grid(frame, top + 4, width)
     queues, top = _queues(frame, top + 4, width)
     out += grid + queues
     if selected is not None:

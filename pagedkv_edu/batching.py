@@ -1,0 +1,223 @@
+"""What continuous batching and chunked prefill buy: one scheduler, fed two ways, timed in steps.
+
+The engine's loop runs here with a stand-in for the model (as in :mod:`pagedkv_edu.simulate`):
+the package's :class:`~pagedkv_edu.scheduler.Scheduler` decides every step over a paged
+memory, and each sequence that reaches its last token "samples" one. The same requests are fed
+in two ways:
+
+* **static** (request-level) batching: a batch of ``max_num_seqs`` requests is handed to the
+  engine together, and the next batch waits until every request of this one has finished,
+  as a server calling a batched ``generate`` does;
+* **continuous** batching: every request is handed over on arrival, and the scheduler admits
+  it as soon as a seat, the memory and the token budget allow (Orca's iteration-level
+  scheduling).
+
+Nothing in the scheduler changes between the two. Time is counted in engine steps, and in
+milliseconds through a :class:`~pagedkv_edu.decode_cost.StepCost` model of what each step
+costs, so the results are deterministic. Chapter 6 defines and reports throughput, time to
+first token and inter-token latency from them, and the stall a long unchunked prompt causes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .block_manager import BlockManager
+from .checks import check_whole
+from .decode_cost import StepCost
+from .scheduler import PagedMemory, Scheduler
+from .workload import Request
+
+MODES: tuple[str, ...] = ("static", "continuous")
+
+
+@dataclass
+class _Seq:
+    """A request inside the loop: the scheduler sees its id and its token count."""
+
+    seq_id: int
+    request: Request
+    output: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return self.request.prompt_len + self.output
+
+
+@dataclass
+class RequestTimes:
+    """One request's clock: when it arrived, and when each of its tokens was sampled (model milliseconds)."""
+
+    request_id: int
+    prompt_len: int
+    arrival: float
+    token_times: list[float] = field(default_factory=list)
+    first_token_step: int | None = None
+
+    @property
+    def ttft(self) -> float:
+        """Time to first token: from arrival until its prompt is prefilled and its first token sampled."""
+        return self.token_times[0] - self.arrival
+
+    @property
+    def gaps(self) -> list[float]:
+        """The time between each pair of consecutive tokens."""
+        return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
+
+    @property
+    def itl(self) -> float:
+        """Inter-token latency: the mean time between its consecutive tokens (0 for a one-token reply)."""
+        gaps = self.gaps
+        return sum(gaps) / len(gaps) if gaps else 0.0
+
+    @property
+    def latency(self) -> float:
+        """End to end: from arrival to its last token."""
+        return self.token_times[-1] - self.arrival
+
+
+@dataclass(frozen=True)
+class StepLog:
+    """One engine step: the tokens it computed, split by kind, and the clock after it."""
+
+    prefill_tokens: int
+    decode_tokens: int
+    running: int
+    waiting: int
+    preempted: int
+    clock: float
+
+
+@dataclass
+class BatchingResult:
+    """A run of :func:`serve`: every step and every request, and the figures chapter 6 prints."""
+
+    mode: str
+    max_num_seqs: int
+    max_num_batched_tokens: int | None
+    cost: StepCost
+    steps: list[StepLog] = field(default_factory=list)
+    requests: list[RequestTimes] = field(default_factory=list)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def time(self) -> float:
+        return self.steps[-1].clock if self.steps else 0.0
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(len(r.token_times) for r in self.requests)
+
+    @property
+    def throughput(self) -> float:
+        """Output tokens per model millisecond over the whole run."""
+        return self.output_tokens / self.time
+
+    @property
+    def mean_ttft(self) -> float:
+        return sum(r.ttft for r in self.requests) / len(self.requests)
+
+    @property
+    def mean_itl(self) -> float:
+        """Inter-token latency, averaged over every gap between two tokens of a request."""
+        gaps = [g for r in self.requests for g in r.gaps]
+        return sum(gaps) / len(gaps) if gaps else 0.0
+
+    @property
+    def max_itl(self) -> float:
+        """The longest wait between two tokens of one request: a decode stalled behind a long prefill."""
+        return max((g for r in self.requests for g in r.gaps), default=0.0)
+
+    def stalls(self, over: float) -> int:
+        """Gaps between two tokens of a request longer than ``over``: decodes held up by a step's prefill."""
+        return sum(g > over for r in self.requests for g in r.gaps)
+
+    @property
+    def mean_running(self) -> float:
+        return sum(s.running for s in self.steps) / len(self.steps)
+
+    @property
+    def preemptions(self) -> int:
+        return sum(s.preempted for s in self.steps)
+
+    @property
+    def mean_latency(self) -> float:
+        return sum(r.latency for r in self.requests) / len(self.requests)
+
+    def request(self, request_id: int) -> RequestTimes:
+        return next(r for r in self.requests if r.request_id == request_id)
+
+
+def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_tokens: int, max_num_seqs: int,
+          block_size: int = 16, max_num_batched_tokens: int | None = None, watermark_blocks: int = 0,
+          cost: StepCost = StepCost(), max_steps: int = 1_000_000) -> BatchingResult:
+    """Serve ``requests`` (their ``arrival_step`` counts engine steps) under ``mode``; returns every step's record.
+
+    ``max_num_seqs`` is the batch: the size of a static batch, and the seats of continuous
+    batching. ``max_num_batched_tokens`` is the token budget of a step (None: no cap, every
+    prompt is prefilled whole). The memory is paged, ``kv_budget_tokens // block_size`` blocks.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
+    check_whole("kv_budget_tokens", kv_budget_tokens, 1)
+    check_whole("block_size", block_size, 1)
+    check_whole("max_num_seqs", max_num_seqs, 1)
+    reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
+    if not reqs:
+        raise ValueError("no requests to serve")
+    empty = [r.request_id for r in reqs if r.prompt_len < 1 or r.output_len < 1]
+    if empty:
+        raise ValueError(f"requests {empty} have an empty prompt or ask for no token")
+    num_blocks = kv_budget_tokens // block_size
+    too_big = [r.request_id for r in reqs if -(-r.final_len // block_size) > num_blocks]
+    if too_big:
+        raise ValueError(f"requests {too_big} can never fit in {num_blocks} blocks of {block_size}")
+    scheduler = Scheduler(PagedMemory(BlockManager(num_blocks, block_size), watermark_blocks), max_num_seqs,
+                          max_num_batched_tokens)
+    result = BatchingResult(mode, max_num_seqs, max_num_batched_tokens, cost)
+    times = {r.request_id: RequestTimes(r.request_id, r.prompt_len, 0.0) for r in reqs}
+    result.requests = list(times.values())
+    pending, clock = list(reqs), 0.0
+    for step in range(max_steps):
+        arrived = [r for r in pending if r.arrival_step <= step]
+        for r in arrived:
+            if r.arrival_step == step:
+                times[r.request_id].arrival = clock
+        if mode == "continuous":
+            handed = arrived
+        else:   # a new batch only when the engine is empty
+            handed = [] if scheduler.has_unfinished else arrived[:max_num_seqs]
+        for r in handed:
+            scheduler.add(_Seq(r.request_id, r))
+            pending.remove(r)
+        decided = scheduler.schedule()
+        if decided.failed:   # cannot happen: every request was checked to fit the memory alone
+            raise RuntimeError(f"requests {[s.seq_id for s in decided.failed]} failed to fit the memory")
+        prefill = sum(s.num_new_tokens for s in decided.scheduled if s.is_prefill)
+        decode = sum(s.num_new_tokens for s in decided.scheduled if not s.is_prefill)
+        context = sum(s.seq_len for s in decided.scheduled if not s.is_prefill)
+        if decided.scheduled:
+            clock += cost(prefill + decode, context)
+        for s in decided.scheduled:
+            if not s.samples:
+                continue                     # a chunk of a prompt: no token yet
+            seq = s.seq
+            seq.output += 1
+            t = times[seq.seq_id]
+            t.token_times.append(clock)
+            if t.first_token_step is None:
+                t.first_token_step = step
+            if seq.output == seq.request.output_len:
+                scheduler.finish(seq)
+        result.steps.append(StepLog(prefill, decode, len(scheduler.running), len(scheduler.waiting) + len(pending),
+                                    len(decided.preempted), clock))
+        if not (pending or scheduler.has_unfinished):
+            return result
+    raise RuntimeError(f"serving did not finish within {max_steps} steps")
+
+
+__all__ = ["MODES", "serve", "BatchingResult", "RequestTimes", "StepLog"]
