@@ -1,0 +1,66 @@
+"""Grader for chapter 9 (block size): last-block waste at a given block size.
+
+Catches ``n % B`` (the *filled* slots of the last block, not the empty ones), ``B - n % B``
+(which wastes a whole block when the last block is exactly full), rounding down, and the
+bit trick ``-n & (B - 1)``, right only when B is a power of two. Hidden random cases
+(:mod:`.grading`) use block sizes 3, 5, 6, 12 and others, and lengths 0, 1 and exact multiples.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from .ch2 import HIDDEN_BLOCK_SIZES
+from .grading import ArgsCase, Reader, as_int, grade, short
+from .solutions import ch9 as reference
+
+WASTE_CASES: tuple[tuple[str, int, int], ...] = (
+    ("the paged-KV-cache article's 825-token request, B = 16", 825, 16),
+    ("a full last block wastes nothing", 832, 16),
+    ("one token", 1, 16),
+    ("block size 1 never wastes", 825, 1),
+    ("B = 256", 825, 256),
+    ("an empty sequence holds no block", 0, 16),
+)
+
+
+def _hidden_waste_cases(count: int = 300, seed: int = 8) -> list[ArgsCase]:
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        b = rng.choice(HIDDEN_BLOCK_SIZES + (24, 100, 256))
+        k = rng.randint(1, 60)
+        n = rng.choice([0, 1, k * b, k * b + 1, k * b - 1, rng.randint(0, 5000)])
+        cases.append(ArgsCase(f"hidden case {i + 1}", (n, b)))
+    return cases
+
+
+HIDDEN_WASTE_CASES = _hidden_waste_cases()
+
+
+def _run_waste(fn: Reader, case: ArgsCase) -> list[str]:
+    n, b = case.args
+    expected = reference.last_block_waste(n, b)
+    got = fn(n, b)
+    value = as_int(got)
+    if value is None:
+        return [f"(n={n}, B={b}): got {short(got)}, expected {expected}: a number of slots is a whole number"]
+    if value == expected:
+        return []
+    hint = ""
+    if value == n % b and n % b:
+        hint = " (that is the filled slots of the last block, not the empty ones)"
+    elif value == b - n % b and n % b == 0:
+        hint = " (the last block is exactly full: nothing is wasted)"
+    elif value < 0:
+        hint = " (negative: rounded the number of blocks down instead of up?)"
+    elif b & (b - 1) and value == -n & (b - 1):
+        hint = f" (-n & (B - 1) is the waste only when B is a power of two; here B = {b})"
+    return [f"(n={n}, B={b}): got {value}, expected {expected}{hint}"]
+
+
+def check_last_block_waste(fn: Callable[[int, int], int]) -> bool:
+    """Grade ``fn(num_tokens, block_size)``: allocated but empty slots of the last block."""
+    shown = [ArgsCase(name, (n, b)) for name, n, b in WASTE_CASES]
+    return grade("last_block_waste", fn, shown, HIDDEN_WASTE_CASES, _run_waste, constant_is_stub=True)
