@@ -13,26 +13,20 @@ The block size trades four things against each other:
 * **prefix-hit granularity**: only *full* blocks are shared by prefix caching, so a shared
   prefix of ``P`` tokens can reuse at most ``floor(P / B) * B`` of them;
 * **kernel time**: decode attention is limited by reading K and V, which costs the same
-  bytes at any block size; the table lookups are a vanishing share of those bytes, so once a
-  block is large enough for the kernel to read it in full-width loads, larger blocks stop
-  helping (vLLM issue #6868, and the paper's finding that 16-128 works best).
+  bytes at any block size. That part is argued, not measured here: chapter 9 plots a committed
+  GPU record when one exists (or times the PyTorch reference on the CPU with
+  :func:`pagedkv_edu.bench.block_size_cpu.cpu_reference_times`, a demonstration only).
 
-Everything here is a memory-only measurement (the chapter-1/2 simulator), except the kernel
-time, which :func:`cpu_reference_times` measures for the PyTorch reference on this machine
-and chapter 9 takes from committed GPU records when they exist.
+Everything here is a memory-only measurement (the chapter-1/2 simulator) or arithmetic on it:
+the table shares are *computed* from the kernel's load pattern, not timed.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
-from .attention import paged_decode_attention
-from .bench.batch import random_paged_batch
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .simulate import simulate
@@ -111,27 +105,3 @@ def prefix_hit_tokens(requests: Sequence[Request], block_size: int, *, vocab_siz
         hits.append(manager.num_cached_tokens(i))
         manager.finish(i)          # never computed: its own blocks are not cached
     return statistics.fmean(hits)
-
-
-def cpu_reference_times(block_sizes: Sequence[int] = BLOCK_SIZES, *, batch: int = 8, context: int = 512,
-                        num_heads: int = 8, num_kv_heads: int = 2, head_dim: int = 64,
-                        repeats: int = 5) -> dict[int, float]:
-    """Median milliseconds of the PyTorch reference decode (gather, then attention) per block size.
-
-    This is the CPU reference, not the GPU kernel: it shows how to time a block-size sweep, and
-    nothing about a GPU's memory system. Its curve depends on the CPU and on how busy it is, so
-    chapter 9 draws no conclusion from its shape.
-    """
-    times = {}
-    for b in block_sizes:
-        pb = random_paged_batch([context] * batch, b, num_heads, num_kv_heads, head_dim, torch.float32,
-                                device="cpu", seed=b, poison=False)
-        args = (pb.q, pb.k_cache, pb.v_cache, pb.block_tables, pb.seq_lens)
-        paged_decode_attention(*args, backend="torch")   # warm up
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            paged_decode_attention(*args, backend="torch")
-            samples.append((time.perf_counter() - start) * 1e3)
-        times[b] = statistics.median(samples)
-    return times

@@ -135,6 +135,10 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("llama-3.2-1b", 16, 32, 8, 64, 2048, 8192, 128256, True, "bf16"),
         # The paged-KV-cache article: "a typical 7B model in FP16": 14 GB of weights. Llama-2-7B's shape, no GQA.
         ModelSpec("llama-2-7b", 32, 32, 32, 128, 4096, 11008, 32000, False, "fp16"),
+        # 7-8B models with GQA (8 KV heads): 128 KiB per token, a quarter of Llama-2-7B's. The article's
+        # "50 requests outweigh the weights" assumes a 7B model without GQA; these need about 134 and 149.
+        ModelSpec("mistral-7b", 32, 32, 8, 128, 4096, 14336, 32000, False, "fp16"),
+        ModelSpec("llama-3-8b", 32, 32, 8, 128, 4096, 14336, 128256, False, "bf16"),
         # The model this book runs with real weights on a CPU (HuggingFaceTB/SmolLM2-135M-Instruct).
         ModelSpec("smollm2-135m", 30, 9, 3, 64, 576, 1536, 49152, True, "bf16"),
     )
@@ -198,7 +202,7 @@ def load_config(path: str | Path) -> ModelSpec:
 
 
 def format_bytes(n: float) -> str:
-    """Binary units, as the seeds use them (32 KiB, 1.5 GiB)."""
+    """Binary units, as the articles use them (32 KiB, 1.5 GiB)."""
     if abs(n) >= 2**80:
         return f"about 2**{int(abs(n)).bit_length() - 1} B"    # past a float's exact range: no rounding lies
     for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):

@@ -15,8 +15,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "ledger.yml"
 PAGE = ROOT / "book" / "ledger.md"
-VERDICTS = ("reproduced", "differs", "not measurable here")
-MARK = {"reproduced": "✓ reproduced", "differs": "≠ differs", "not measurable here": "∅ not measurable here"}
+VERDICTS = ("reproduced", "partly", "differs", "not measurable here")
+MARK = {"reproduced": "✓ reproduced", "partly": "◐ partly reproduced", "differs": "≠ differs",
+        "not measurable here": "∅ not measurable here"}
 
 
 def load() -> dict:
@@ -47,9 +48,9 @@ def render(data: dict) -> str:
         "`book/ledger.yml` by `python scripts/build_ledger.py`.",
         "",
         "本頁列出本書所依據兩篇文章中的每一個數字與可檢驗的主張：原文引述、英文說明、本書在哪裡重現、量測結果，",
-        "以及判定（重現／不同並說明原因／此處無法量測並說明原因）。",
+        "以及判定（重現／部分重現／不同並說明原因／此處無法量測並說明原因），每個判定附一句中文說明。",
         "",
-        f"**{len(claims)} claims:** {counts['reproduced']} reproduced, {counts['differs']} differ, "
+        f"**{len(claims)} claims:** {counts['reproduced']} reproduced, {counts['partly']} partly, {counts['differs']} differ, "
         f"{counts['not measurable here']} not measurable here.",
         "",
         "| claim | article | verdict | where |",
@@ -70,6 +71,7 @@ def render(data: dict) -> str:
             f"- **Where:** {c['where']}{_link(c.get('in'))}",
             f"- **Measured:** {c['measured']}",
             f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
+            f"- **判定：** {c['zh']}",
             "",
         ]
     out += ["## Sentences with numbers that are not claims", ""]

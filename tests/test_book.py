@@ -101,3 +101,57 @@ def test_chapter_pages_show_their_figures(built_book: Path, entry: str) -> None:
     shown = len(re.findall(r"<img [^>]*src=\"[^\"]+\.(?:png|svg)\"", html))
     assert shown >= expected, f"{entry}: {shown} figures on the page, {expected} in the notebook"
     assert "Traceback" not in html
+
+
+# --- Traditional Chinese: each chapter's key argument, and one term per concept (issue 19, section 5) ---
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+CJK = re.compile(r"[\u4e00-\u9fff]")
+VARIANTS: dict[str, tuple[str, re.Pattern[str]]] = {   # concept: (the glossary's term, a variant that must not appear)
+    "fork": ("分岔", re.compile("分叉")),
+    "eviction": ("逐出", re.compile("淘汰")),
+    "prefill": ("預填充", re.compile("預填(?!充)")),
+    "occupy": ("佔", re.compile("占")),
+}
+VARIANTS_HEADING = "## One term, one spelling"
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _variants_in(text: str) -> list[str]:
+    found = []
+    for concept, (term, pattern) in VARIANTS.items():
+        for m in pattern.finditer(text):
+            found.append(f"{m.group()!r} for {concept} (use {term}) in …{text[max(0, m.start() - 15):m.end() + 15]}…")
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_has_its_key_argument_in_traditional_chinese(path: Path) -> None:
+    tagged = [c for c in _cells(path) if c["cell_type"] == "markdown" and "zh-tw-key" in c.get("metadata", {}).get("tags", [])]
+    assert tagged, f"{path.name}: no markdown cell tagged 'zh-tw-key' (the chapter's key argument in zh-TW)"
+    assert any(len(CJK.findall("".join(c["source"]))) >= 80 for c in tagged), \
+        f"{path.name}: its 'zh-tw-key' cells hold fewer than 80 CJK characters: a paragraph, not a label"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_no_notebook_uses_a_variant_of_a_glossary_term(path: Path) -> None:
+    found = [f"cell {i}: {v}" for i, c in enumerate(_cells(path)) for v in _variants_in("".join(c["source"]))]
+    assert not found, f"{path.name} uses a variant of a glossary term:\n" + "\n".join(found)
+
+
+def test_the_glossary_lists_the_variants_and_uses_none_of_them() -> None:
+    glossary = (ROOT / "book/glossary.md").read_text(encoding="utf-8")
+    entries, _, table = glossary.partition(VARIANTS_HEADING)
+    assert table, f"book/glossary.md has no '{VARIANTS_HEADING}' section"
+    assert not _variants_in(entries), "book/glossary.md's entries use a variant:\n" + "\n".join(_variants_in(entries))
+    for concept, (term, pattern) in VARIANTS.items():
+        row = next((line for line in table.splitlines() if line.startswith(f"| {concept}")), None)
+        assert row is not None and term in row and pattern.search(row.split("|")[3]), f"no row for {concept}: {row}"
+
+
+def test_the_variant_check_catches_each_variant() -> None:
+    for bad in ("分叉", "淘汰", "預填的", "占用"):
+        assert _variants_in(f"一段 {bad} 文字"), bad
+    assert not _variants_in("分岔、逐出、預填充、佔用")

@@ -108,13 +108,13 @@ SLOT_RIGHT = {"reference": slot_mapping, "numpy": _slot_numpy, "torch": _slot_to
 @pytest.mark.parametrize("name", SLOT_RIGHT)
 def test_slot_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_slot_mapping(SLOT_RIGHT[name]) is True
-    assert "✓ slot_mapping: passed" in capsys.readouterr().out
+    assert "✓ slot_mapping（槽位映射）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", SLOT_WRONG)
 def test_slot_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_slot_mapping(SLOT_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ slot_mapping: failed")
+    assert capsys.readouterr().out.startswith("✗ slot_mapping（槽位映射）: failed")
 
 
 def test_slot_checker_diff_names_the_position_and_the_foreign_block(capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,7 +158,7 @@ def test_slot_checker_stub_shows_no_cases(capsys: pytest.CaptureFixture[str]) ->
 
     assert check_slot_mapping(stub) is False
     out = capsys.readouterr().out
-    assert out.startswith("○ slot_mapping: not solved yet (it raises NotImplementedError)")
+    assert out.startswith("○ slot_mapping（槽位映射）: not solved yet (it raises NotImplementedError)")
     assert "seed" not in out and "expected" not in out
 
 
@@ -255,13 +255,13 @@ APPEND_RIGHT = {"reference": append_token, "capacity": _append_capacity, "numpy"
 @pytest.mark.parametrize("name", APPEND_RIGHT)
 def test_append_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_append_token(APPEND_RIGHT[name]) is True
-    assert "✓ append_token: passed" in capsys.readouterr().out
+    assert "✓ append_token（附加一個 token）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", APPEND_WRONG)
 def test_append_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_append_token(APPEND_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ append_token: failed")
+    assert capsys.readouterr().out.startswith("✗ append_token（附加一個 token）: failed")
 
 
 def test_append_checker_diff_shows_the_first_wrong_token(capsys: pytest.CaptureFixture[str]) -> None:
@@ -306,7 +306,7 @@ def test_append_checker_stub_and_later_exceptions(capsys: pytest.CaptureFixture[
         raise NotImplementedError("your turn")
 
     assert check_append_token(not_yet) is False
-    assert capsys.readouterr().out.startswith("○ append_token: not solved yet")
+    assert capsys.readouterr().out.startswith("○ append_token（附加一個 token）: not solved yet")
 
     def crashes_on_a_new_block(t: list[int], n: int, b: int, free: list[int]) -> int:
         if n % b == 0:

@@ -16,7 +16,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # The graders built on pagedkv_edu.exercises.grading (other exercise modules may print otherwise).
-GRADER_IMPORT = re.compile(r"from pagedkv_edu\.exercises\.(ch0_1|ch2|ch3_4|ch5|ch6|ch7|ch8|ch9) import check_")
+GRADER_IMPORT = re.compile(r"from pagedkv_edu\.exercises\.ch\d+(?:_\d+)? import check_")
 
 
 def _grader_cells() -> list[tuple[str, int, str]]:

@@ -15,7 +15,7 @@ from pagedkv_edu.viz.render import (FREE_COLOUR, OTHER_COLOUR, Picture, manager_
 from pagedkv_edu.viz.snapshot import snapshot
 
 SVG = "{http://www.w3.org/2000/svg}"
-SEED_004_FREE_ORDER = [7, 1, 3, 0, 2, 4, 5, 6]
+BLOCK_TABLE_ARTICLE_FREE_ORDER = [7, 1, 3, 0, 2, 4, 5, 6]
 
 
 # --- helpers that read the SVG back ------------------------------------------------------
@@ -59,7 +59,7 @@ def manager_state(state: ExplorerState) -> tuple:
 
 # --- the state model ----------------------------------------------------------------------
 def test_state_reproduces_seed_004_walkthrough() -> None:
-    state = ExplorerState(8, 4, free_order=SEED_004_FREE_ORDER)
+    state = ExplorerState(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER)
     rid = state.add_request(7)
     assert rid == 0
     assert state.manager.table(0).block_ids == [7, 1] and state.manager.table(0).fills == [4, 3]
@@ -184,7 +184,7 @@ def test_max_seq_len_refuses_the_step() -> None:
 
 
 def test_resizing_rebuilds_an_empty_pool_and_says_so() -> None:
-    state = ExplorerState(8, 4, free_order=SEED_004_FREE_ORDER)
+    state = ExplorerState(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER)
     state.add_request(7)
     state.add_request(2)
     assert state.set_block_size(8)
@@ -217,7 +217,7 @@ def test_constructor_rejects_bad_sizes() -> None:
 
 # --- the renderer on fixed states --------------------------------------------------------
 def seed_004_manager() -> BlockManager:
-    manager = BlockManager.over(BlockPool.from_free_order(8, 4, SEED_004_FREE_ORDER))
+    manager = BlockManager.over(BlockPool.from_free_order(8, 4, BLOCK_TABLE_ARTICLE_FREE_ORDER))
     manager.add_sequence(0, 7)
     manager.append_tokens(0, 2)
     return manager
@@ -330,7 +330,7 @@ ipywidgets = pytest.importorskip("ipywidgets")
 def explorer():
     from pagedkv_edu.viz.explorer import BlockExplorer
 
-    return BlockExplorer(8, 4, free_order=SEED_004_FREE_ORDER, prompt_tokens=7, steps=3)
+    return BlockExplorer(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER, prompt_tokens=7, steps=3)
 
 
 def test_widget_buttons_drive_the_state_and_the_picture(explorer) -> None:
@@ -410,3 +410,14 @@ def test_widget_mimebundle_carries_the_static_picture(explorer) -> None:
     assert table_rows(bundle["image/svg+xml"]) == {"r0": [(0, 7, 4), (1, 1, 4)]}
     picture = explorer.picture()._repr_mimebundle_()
     assert picture["image/svg+xml"] == explorer.drawing.value
+
+
+def test_the_fork_button_can_be_left_out() -> None:
+    """Chapter 2 shows the explorer before chapter 7 teaches forks: no fork button there."""
+    from pagedkv_edu.viz.explorer import BlockExplorer
+
+    def buttons(explorer: BlockExplorer) -> list[str]:
+        return [w.description for box in explorer.children if hasattr(box, "children")
+                for w in box.children if isinstance(w, ipywidgets.Button)]
+    assert "fork" in buttons(BlockExplorer(8, 4))
+    assert "fork" not in buttons(BlockExplorer(8, 4, fork=False)) and "finish" in buttons(BlockExplorer(8, 4, fork=False))

@@ -103,7 +103,7 @@ def test_entries_are_complete_and_well_formed() -> None:
     for c in DATA["claims"]:
         assert c["article"] in DATA["articles"], c["id"]
         assert c["verdict"] in LEDGER["VERDICTS"], c["id"]
-        for field in ("quote", "gloss", "where", "measured"):
+        for field in ("quote", "gloss", "where", "measured", "zh"):
             assert str(c.get(field, "")).strip(), f"{c['id']}: no {field}"
         if c["verdict"] != "reproduced":
             assert c.get("why"), f"{c['id']}: a verdict of {c['verdict']!r} needs a why"
@@ -134,3 +134,11 @@ def test_evidence_appears_where_the_ledger_says(claim: dict) -> None:
 def test_the_page_is_up_to_date() -> None:
     page = (ROOT / "book" / "ledger.md").read_text(encoding="utf-8")
     assert page == LEDGER["render"](DATA), "book/ledger.md is stale: run python scripts/build_ledger.py"
+
+
+def test_every_verdict_has_a_sentence_in_traditional_chinese() -> None:
+    opening = {"reproduced": "重現", "partly": "部分重現", "differs": "不同", "not measurable here": "此處無法量測"}
+    for c in DATA["claims"]:
+        zh = c["zh"]
+        assert len(re.findall(r"[\u4e00-\u9fff]", zh)) >= 10, f"{c['id']}: its zh sentence is not a sentence: {zh!r}"
+        assert zh.startswith(opening[c["verdict"]]), f"{c['id']}: verdict {c['verdict']!r} but zh says {zh[:8]!r}"

@@ -1,4 +1,4 @@
-"""specs: the KV arithmetic of chapter 0 against the seeds, transformers configs and a real cache."""
+"""specs: the KV arithmetic of chapter 0 against the articles, transformers configs and a real cache."""
 
 from __future__ import annotations
 

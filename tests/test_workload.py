@@ -10,7 +10,7 @@ from pagedkv_edu.workload import (MAX_SEQ_LEN, NUM_CONSULTANTS, OUTPUT_TOKENS, Q
                                   prompt_token_ids)
 
 
-def test_copilot50_has_the_seeds_shape() -> None:
+def test_copilot50_has_the_articles_shape() -> None:
     """200 system + 400-800 retrieved + 25 query tokens (625-1,025); 100-500 output; all fit 2,048."""
     reqs = copilot50()
     assert len(reqs) == NUM_CONSULTANTS == 50
@@ -131,7 +131,7 @@ def test_consultant_prompts_have_the_workloads_exact_lengths(llama_tokenizer, sc
     assert consultant_prompts(requests, llama_tokenizer, length_scale=scale) == prompts   # seeded
 
 
-def test_consultant_prompts_read_as_the_seeds_request(llama_tokenizer) -> None:
+def test_consultant_prompts_read_as_the_articles_request(llama_tokenizer) -> None:
     """System prompt, then hotel listings, then the consultant's 25-token question, as text."""
     request = copilot50(0)[0]
     prompt = consultant_prompts([request], llama_tokenizer)[0]

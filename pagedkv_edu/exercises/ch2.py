@@ -1,6 +1,6 @@
 """Graders for chapter 2's "Your turn": the slot mapping, and appending one token.
 
-Each ``check_*`` runs the reader's function on the seeds' walk-throughs, a few cases chosen to
+Each ``check_*`` runs the reader's function on the articles' walk-throughs, a few cases chosen to
 catch the usual bugs (forgetting ``* B``, allocating one token early, taking the wrong free
 block), and hidden random cases at block sizes that are not powers of two (:mod:`.grading`).
 A block-table bug usually shows up as a slot in somebody else's block, so a wrong slot is
@@ -179,7 +179,7 @@ def _run_slot_mapping(fn: Reader, case: SlotCase) -> list[str]:
 
 def check_slot_mapping(fn: Callable[[Sequence[int], int, Sequence[int]], Sequence[int]]) -> bool:
     """Grade ``fn(block_table, block_size, positions) -> slots`` against the reference."""
-    return grade("slot_mapping", fn, SLOT_CASES, HIDDEN_SLOT_CASES, _run_slot_mapping)
+    return grade("slot_mapping（槽位映射）", fn, SLOT_CASES, HIDDEN_SLOT_CASES, _run_slot_mapping)
 
 
 # --- appending one token ---------------------------------------------------------------------------
@@ -279,4 +279,4 @@ def _run_append_token(fn: Reader, case: AppendCase) -> list[str]:
 def check_append_token(fn: Callable[[list[int], int, int, list[int]], int]) -> bool:
     """Grade ``fn(block_table, num_tokens, block_size, free_blocks) -> slot``, called once per
     new token; it must update the table and the free list in place."""
-    return grade("append_token", fn, APPEND_CASES, HIDDEN_APPEND_CASES, _run_append_token)
+    return grade("append_token（附加一個 token）", fn, APPEND_CASES, HIDDEN_APPEND_CASES, _run_append_token)

@@ -24,7 +24,11 @@ from .render import Picture, render_svg, request_label
 
 
 class BlockExplorer(widgets.VBox):
-    """Add requests, decode, fork, finish, and watch blocks move between the pool and the tables."""
+    """Add requests, decode, fork, finish, and watch blocks move between the pool and the tables.
+
+    ``fork=False`` leaves the fork button out: chapter 2 shows the explorer before chapter 7
+    teaches sharing.
+    """
 
     def __init__(
         self,
@@ -35,6 +39,7 @@ class BlockExplorer(widgets.VBox):
         max_seq_len: int | None = None,
         prompt_tokens: int = 7,
         steps: int = 4,
+        fork: bool = True,
     ) -> None:
         self.state = ExplorerState(num_blocks, block_size, free_order=free_order, max_seq_len=max_seq_len)
         self.prompt_tokens = widgets.BoundedIntText(value=prompt_tokens, min=1, max=1_000_000,
@@ -66,7 +71,7 @@ class BlockExplorer(widgets.VBox):
 
         super().__init__(children=[
             widgets.HBox([self.prompt_tokens, self.add_button, self.step_button, self.steps, self.step_n_button]),
-            widgets.HBox([self.request_choice, self.finish_button, self.fork_button]),
+            widgets.HBox([self.request_choice, self.finish_button, *([self.fork_button] if fork else [])]),
             widgets.HBox([self.block_size_slider, self.pool_size_slider]),
             self.counters,
             self.drawing,

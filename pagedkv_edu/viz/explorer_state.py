@@ -56,7 +56,7 @@ class ExplorerState:
         max_seq_len: int | None = None,
         log_size: int = 50,
     ) -> None:
-        """``free_order`` starts from a pool whose free queue is in that order (the seeds'
+        """``free_order`` starts from a pool whose free queue is in that order (the articles'
         walk-throughs hand out blocks 7, 1, 3, ...); blocks not in it are held elsewhere."""
         check_whole("log_size", log_size, 1)
         self.log_size = log_size

@@ -12,7 +12,7 @@ A block can be in one of four states:
 * ``owned``: referenced by exactly one live request of this manager;
 * ``shared``: referenced more than once (chapter 7's fork and copy-on-write, chapter 8's prefix cache);
 * ``other``: in use, but by no table this manager knows, e.g. the busy blocks of a pool
-  built with ``BlockPool.from_free_order`` for the seeds' walk-throughs.
+  built with ``BlockPool.from_free_order`` for the articles' walk-throughs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Graders for chapters 0 and 1: KV bytes per token, and first-fit placement.
+"""Grader for chapter 1: first-fit placement in a contiguous arena.
 
-Each ``check_*`` runs the reader's function on the chapter's cases and on hidden random ones
-(:mod:`.grading`), chosen to catch the usual slips: forgetting the factor 2 for K and V,
-counting bits, taking the *largest* or the *best-fitting* hole instead of the first, or
-rounding a request up to a power of two as a buddy allocator would.
+``check_first_fit`` runs the reader's function on the chapter's cases and on hidden random ones
+(:mod:`.grading`), chosen to catch the usual slips: taking the *largest* or the *best-fitting*
+hole instead of the first, trusting the order the holes are listed in, or rounding a request up
+to a power of two as a buddy allocator would.
 """
 
 from __future__ import annotations
@@ -11,54 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from ..specs import MODELS
 from .grading import ArgsCase, Reader, as_int, grade, short
-from .solutions import ch0_1 as reference
+from .solutions import ch1 as reference
 
-
-# --- chapter 0: bytes per token ---------------------------------------------------------------
-
-KV_BYTES_CASES: tuple[ArgsCase, ...] = tuple(
-    ArgsCase(s.name, (s.num_layers, s.num_kv_heads, s.head_dim, s.bytes_per_element)) for s in MODELS.values()
-) + (ArgsCase("fp32, one layer, one head", (1, 1, 128, 4)), ArgsCase("fp8 GQA", (32, 8, 128, 1)))
-
-
-def _hidden_kv_bytes(count: int = 200, seed: int = 0) -> list[ArgsCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        args = (rng.randint(1, 96), rng.choice((1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 40)),
-                rng.choice((32, 48, 64, 80, 96, 112, 128, 160, 192, 256)), rng.choice((1, 2, 4)))
-        cases.append(ArgsCase(f"hidden case {i + 1}", args))
-    return cases
-
-
-HIDDEN_KV_BYTES = _hidden_kv_bytes()
-
-_KV_BYTES_SLIPS = ((0.5, "half: did you forget that both K and V are stored?"), (8, "eight times: bits, not bytes?"),
-                   (2, "twice: K and V counted twice?"))
-
-
-def _run_kv_bytes(fn: Reader, case: ArgsCase) -> list[str]:
-    expected = reference.kv_bytes_per_token(*case.args)
-    got = fn(*case.args)
-    value = as_int(got)
-    if value is None:
-        return [f"got {short(got)}, expected a whole number of bytes ({expected:,})"]
-    if value == expected:
-        return []
-    hint = next((f" ({why})" for ratio, why in _KV_BYTES_SLIPS if value == expected * ratio), "")
-    if not hint and value * case.args[3] == expected:
-        hint = " (that is elements, not bytes: multiply by bytes_per_element)"
-    return [f"arguments {case.args}: got {value:,}, expected {expected:,}{hint}"]
-
-
-def check_kv_bytes_per_token(fn: Callable[[int, int, int, int], int]) -> bool:
-    """Grade ``fn(num_layers, num_kv_heads, head_dim, bytes_per_element)`` on the book's models and hidden shapes."""
-    return grade("kv_bytes_per_token", fn, KV_BYTES_CASES, HIDDEN_KV_BYTES, _run_kv_bytes, constant_is_stub=True)
-
-
-# --- chapter 1: first fit ---------------------------------------------------------------------
 
 FIRST_FIT_CASES: tuple[tuple[str, tuple[tuple[int, int], ...], int], ...] = (
     ("one large hole", ((0, 4096),), 2048),
@@ -116,4 +71,4 @@ def _run_first_fit(fn: Reader, case: ArgsCase) -> list[str]:
 def check_first_fit(fn: Callable[[Sequence[tuple[int, int]], int], int | None]) -> bool:
     """Grade ``fn(holes, size)``: the start of the lowest-address hole of at least ``size`` slots, or None."""
     shown = [ArgsCase(name, (holes, size)) for name, holes, size in FIRST_FIT_CASES]
-    return grade("first_fit", fn, shown, HIDDEN_FIRST_FIT, _run_first_fit, constant_is_stub=True)
+    return grade("first_fit（首次適配）", fn, shown, HIDDEN_FIRST_FIT, _run_first_fit, constant_is_stub=True)

@@ -1,0 +1,35 @@
+"""Predict, then run: a reader writes a number down before the cell that measures it.
+
+:func:`check_prediction` compares the reader's number with the measured one and prints one line:
+a neutral note while the prediction is still ``None``, a tick when it is within ``tolerance``
+(relative), otherwise a cross that gives the measured value and the chapter's explanation.
+The first line names the concept in Traditional Chinese too, as every grader's does.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def check_prediction(name: str, zh: str, predicted: float | None, measured: float, *,
+                     tolerance: float = 0.0, why: str = "") -> bool:
+    """Print and return whether ``predicted`` is ``measured`` within ``tolerance`` (a relative error)."""
+    if not math.isfinite(measured):
+        raise ValueError(f"{name}: the measured value {measured!r} is not a finite number")
+    if tolerance < 0:
+        raise ValueError(f"{name}: tolerance={tolerance} must be >= 0")
+    if predicted is None:
+        print(f"○ {name}（{zh}）: no prediction yet. Write your number above, then run the measurement.")
+        return False
+    try:
+        value = float(predicted)
+    except (TypeError, ValueError):
+        print(f"✗ {name}（{zh}）: {predicted!r} is not a number")
+        return False
+    close = math.isfinite(value) and abs(value - measured) <= tolerance * abs(measured)
+    shown = f"{measured:,.0f}" if float(measured).is_integer() else f"{measured:,.3g}"
+    if close:
+        print(f"✓ {name}（{zh}）: you predicted {value:,g}; measured {shown}")
+        return True
+    print(f"✗ {name}（{zh}）: you predicted {value:,g}; measured {shown}" + (f". {why}" if why else ""))
+    return False
