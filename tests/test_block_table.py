@@ -1,4 +1,4 @@
-"""BlockTable: logical-to-physical entries, fills, slot mapping, and the seeds' walk-throughs."""
+"""BlockTable: logical-to-physical entries, fills, slot mapping, and the articles' walk-throughs."""
 
 from __future__ import annotations
 
