@@ -13,7 +13,7 @@ in two ways:
   scheduling).
 
 Nothing in the scheduler changes between the two. Time is counted in engine steps, and in
-milliseconds through a :class:`~pagedkv_edu.decode_cost.StepCost` model of what each step
+milliseconds through a :class:`~pagedkv_edu.engine.decode_cost.StepCost` model of what each step
 costs, so the results are deterministic. Chapter 6 defines and reports throughput, time to
 first token and inter-token latency from them, and the stall a long unchunked prompt causes.
 """
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .block_manager import BlockManager
-from .checks import check_whole
+from ..block_manager import BlockManager
+from ..checks import check_whole
 from .decode_cost import StepCost
-from .scheduler import PagedMemory, Scheduler
-from .workload import Request
+from ..scheduler import PagedMemory, Scheduler
+from ..workload import Request
 
 MODES: tuple[str, ...] = ("static", "continuous")
 
