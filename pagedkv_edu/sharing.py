@@ -106,6 +106,9 @@ def workload_sampling_saving(requests: list[Request], n: int, block_size: int) -
 Genealogy = Sequence[Sequence[int]]
 """Step by step, the index of each new beam's parent among the previous step's beams (best first)."""
 
+BEAM_RECORD = Path(__file__).with_name("data") / "beam_genealogies.json"
+"""Genealogies of real beam searches (SmolLM2-135M, widths 2, 4, 6), written by :func:`record_beam_genealogies`."""
+
 ALPACA_STYLE_PROMPTS: tuple[str, ...] = (
     "Give three tips for staying healthy.",
     "Describe the water cycle to a ten-year-old.",
@@ -207,8 +210,8 @@ def record_beam_genealogies(loaded: Any, prompts: Sequence[str] = ALPACA_STYLE_P
             "runs": runs}
 
 
-def load_beam_genealogies(path: str | Path, num_beams: int) -> list[list[list[int]]]:
-    """The recorded genealogies of the searches with ``num_beams`` beams."""
+def load_beam_genealogies(num_beams: int, path: str | Path = BEAM_RECORD) -> list[list[list[int]]]:
+    """The recorded genealogies of the searches with ``num_beams`` beams (the committed record by default)."""
     record = json.loads(Path(path).read_text())
     found = [run["parents"] for run in record["runs"] if run["num_beams"] == num_beams]
     if not found:

@@ -188,3 +188,24 @@ def test_search_memory_never_exceeds_its_bound_and_never_leaks(prompt_len: int, 
     memory = beam_blocks(prompt_len, genealogy, block_size)
     bound = max_blocks(prompt_len, BeamSearchParams(k, len(genealogy) + 1), block_size)
     assert all(s <= min(i, bound) for s, i in zip(memory.shared, memory.independent))
+
+
+@pytest.mark.slow
+def test_top_beam_equals_transformers_on_smollm2() -> None:
+    """Real weights, transformers' defaults (EOS on, length_penalty=1.0, early_stopping=False), three held prompts."""
+    from pagedkv_edu.model.loading import load_model
+
+    smol = load_model("smollm2-135m")
+    ended = 0
+    for text in ("What is the capital of France?", "Write a haiku about memory.",
+                 "Explain what a KV cache is in one sentence."):
+        prompt = smol.encode(text)
+        expected = smol.hf_model.generate(torch.tensor([prompt]), num_beams=4, do_sample=False,
+                                          max_new_tokens=16)[0, len(prompt):].tolist()
+        engine = LLMEngine(smol.model, smol.tokenizer, kv_budget_tokens=2048, block_size=8,
+                           stop_token_ids=smol.stop_token_ids)
+        out = beam_search(engine, prompt, BeamSearchParams(4, 16))
+        assert out.token_ids == expected, text
+        ended += out.token_ids[-1] in smol.stop_token_ids
+        assert engine.block_manager.pool.num_free == engine.block_manager.pool.num_blocks
+    assert ended >= 1     # one of them ends at its EOS, so the finished-hypothesis rules ran

@@ -17,6 +17,7 @@ from pagedkv_edu.exercises.ch7 import (
     _ref_counts,
     check_append_with_cow,
     check_cached_prefix_blocks,
+    try_append_with_cow,
 )
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow, cached_prefix_blocks
 
@@ -192,13 +193,13 @@ COW_RIGHT = {"reference": append_with_cow, "restructured": _cow_restructured, "n
 @pytest.mark.parametrize("name", COW_RIGHT)
 def test_cow_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_append_with_cow(COW_RIGHT[name]) is True
-    assert "✓ append_with_cow: passed" in capsys.readouterr().out
+    assert "✓ append_with_cow（寫入時複製）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", COW_WRONG)
 def test_cow_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_append_with_cow(COW_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ append_with_cow: failed")
+    assert capsys.readouterr().out.startswith("✗ append_with_cow（寫入時複製）: failed")
 
 
 def test_cow_checker_diff_explains_the_mistake(capsys: pytest.CaptureFixture[str]) -> None:
@@ -229,7 +230,7 @@ def test_cow_checker_stub_and_exceptions(capsys: pytest.CaptureFixture[str]) -> 
         raise NotImplementedError("your turn")
 
     assert check_append_with_cow(not_yet) is False
-    assert capsys.readouterr().out.startswith("○ append_with_cow: not solved yet")
+    assert capsys.readouterr().out.startswith("○ append_with_cow（寫入時複製）: not solved yet")
 
     def crashes_on_a_copy(t, n, b, refs, free):
         if n % b and refs[t[-1]] > 1:
@@ -350,3 +351,28 @@ def test_prefix_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert check_cached_prefix_blocks(not_yet) is False
     out = capsys.readouterr().out
     assert out.startswith("○ cached_prefix_blocks: not solved yet") and "expected" not in out
+
+
+def test_try_append_with_cow_shows_each_step_and_survives_an_exception() -> None:
+    steps = try_append_with_cow(append_with_cow, 0)
+    assert [s["sequence"] for s in steps] == ["child", "parent", "child"]
+    assert steps[0]["result"] == (10, (1, 2)) and steps[0]["block_table_after"] == [0, 2]
+    assert steps[0]["ref_counts"] == [2, 2, 0, 0, 0, 0] and steps[0]["ref_counts_after"] == [2, 1, 1, 0, 0, 0]
+
+    def broken(t, n, b, refs, free):
+        raise IndexError("pop from empty list")
+
+    (only,) = try_append_with_cow(broken, 3)
+    assert isinstance(only["result"], IndexError)
+    with pytest.raises(ValueError, match="case"):
+        try_append_with_cow(append_with_cow, 4)
+
+
+def test_saving_prediction_is_judged_by_value(capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv_edu.exercises.ch7 import check_saving_prediction
+
+    assert check_saving_prediction(None, 10.2) is False and "no prediction yet" in capsys.readouterr().out
+    assert check_saving_prediction(12, 10.2) is True
+    assert check_saving_prediction(np.float64(8.0), 10.2) is True
+    assert check_saving_prediction(21, 10.2) is False and "measured 10.2%" in capsys.readouterr().out
+    assert check_saving_prediction("lower", 10.2) is False and "not a number" in capsys.readouterr().out

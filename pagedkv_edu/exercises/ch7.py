@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..checks import check_whole
 from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
 from .grading import Raised, Reader, as_int, as_int_list, grade, short
 from .solutions import ch7 as reference
@@ -147,7 +148,33 @@ def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int
     ``fn`` stores token number ``num_tokens`` and must update the table, the reference counts
     and the free list in place, returning the slot and the ``(source, destination)`` copy or None.
     """
-    return grade("append_with_cow", fn, COW_CASES, HIDDEN_COW_CASES, _run_cow)
+    return grade("append_with_cow（寫入時複製）", fn, COW_CASES, HIDDEN_COW_CASES, _run_cow)
+
+
+def try_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int]],
+                                     tuple[int, tuple[int, int] | None]], case: int = 0) -> list[dict[str, object]]:
+    """Run ``fn`` on shown case number ``case`` (0-3) and return every append: inputs, then outputs.
+
+    No verdict: read what your function did to the table, the reference counts and the free
+    list, step by step (it stops at the first exception and returns it as the last step's result).
+    """
+    chosen = COW_CASES[check_whole("case", case, 0, len(COW_CASES) - 1)]
+    tables = {s: list(t) for s, t, _ in chosen.tables}
+    refs, free, lengths = _ref_counts(chosen), list(chosen.free_blocks), {s: n for s, _, n in chosen.tables}
+    steps: list[dict[str, object]] = []
+    for seq in chosen.appends:
+        step: dict[str, object] = {"sequence": seq, "num_tokens": lengths[seq], "block_table": list(tables[seq]),
+                                   "ref_counts": list(refs), "free_blocks": list(free)}
+        try:
+            step["result"] = fn(tables[seq], lengths[seq], chosen.block_size, refs, free)
+        except Exception as exc:   # the reader's code: show what it raised, do not crash
+            step["result"] = exc
+            steps.append(step)
+            break
+        step.update(block_table_after=list(tables[seq]), ref_counts_after=list(refs), free_blocks_after=list(free))
+        lengths[seq] += 1
+        steps.append(step)
+    return steps
 
 
 # --- the longest cached prefix -------------------------------------------------------------------
@@ -245,3 +272,23 @@ def _run_prefix(fn: Reader, case: PrefixCase) -> list[str]:
 def check_cached_prefix_blocks(fn: Callable[[list[int], int, Mapping[tuple[int, ...], int]], Sequence[int]]) -> bool:
     """Grade ``fn(token_ids, block_size, cache) -> block ids`` on the chapter's cases and hidden ones."""
     return grade("cached_prefix_blocks", fn, PREFIX_CASES, HIDDEN_PREFIX_CASES, _run_prefix)
+
+
+# --- predict, then run ----------------------------------------------------------------------------
+def check_saving_prediction(predicted_percent: float | None, measured_percent: float, *, tolerance: float = 3.0) -> bool:
+    """Say whether the reader's predicted saving (in percent) is within ``tolerance`` points of the measured one."""
+    name = "memory saved by sharing（共享省下的記憶體）"
+    if predicted_percent is None:
+        print(f"○ {name}: no prediction yet. Write your number above, then run this cell again.")
+        return False
+    value = as_int(predicted_percent)
+    if value is None:
+        try:
+            value = float(predicted_percent)   # a float, a numpy or a one-element tensor number
+        except (TypeError, ValueError):
+            print(f"✗ {name}: {short(predicted_percent)} is not a number of percent")
+            return False
+    right = abs(value - measured_percent) <= tolerance
+    print(f"{'✓' if right else '✗'} {name}: you predicted {value:g}%, measured {measured_percent:.1f}%"
+          + ("" if right else " (the next cell explains the difference)"))
+    return right
