@@ -29,15 +29,17 @@ With ``ignore_eos=True`` no candidate ends before ``max_tokens``, every hypothes
 length and the length penalty changes nothing: plain fixed-length beam search, which is what
 transformers runs when its generation config has no ``eos_token_id``.
 
-:func:`beam_search` drives a search through an idle :class:`~pagedkv_edu.engine.engine.LLMEngine`:
-its scheduler admits and grows the beams and its runner runs one forward pass per step over
-all of them, as for any batch. Only the choice of tokens is the search's.
+:func:`beam_search` drives a search through an idle :class:`~pagedkv_edu.engine.engine.LLMEngine`,
+with the engine's own calls for a caller that picks tokens itself: ``forward_step`` (schedule
+and one forward pass over all beams, no sampling), ``fork_sequence``, ``free_sequence`` and
+``append_token``. The beams are the engine's request records; only the choice of tokens is
+the search's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -46,8 +48,11 @@ from ..block_manager import BlockManager
 from ..block_table import blocks_needed
 from ..checks import check_token_ids, check_whole
 
+from .sampling import SamplingParams
+
 if TYPE_CHECKING:   # the engine is only passed in; importing it here would be circular
     from .engine import LLMEngine
+    from .request import Request
 
 
 @dataclass(frozen=True)
@@ -140,26 +145,6 @@ class BeamSearch:
 
 
 # --- beams as sequences in the engine ----------------------------------------------------------------
-@dataclass(eq=False)
-class Beam:
-    """A running beam as the scheduler sees it: an id and its tokens (prompt, then generated)."""
-
-    seq_id: str
-    prompt_token_ids: list[int]
-    output_token_ids: list[int] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt_token_ids) + len(self.output_token_ids)
-
-    @property
-    def token_ids(self) -> list[int]:
-        return self.prompt_token_ids + self.output_token_ids
-
-    def tokens(self, start: int, end: int) -> list[int]:
-        return self.token_ids[start:end]
-
-
 @dataclass(frozen=True)
 class BeamFrame:
     """The live beams during one decode step: each beam's block table, and who its parent was."""
@@ -213,27 +198,22 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
                 on_step: Callable[[int, BlockManager], None] | None = None) -> BeamSearchOutput:
     """Run one beam search on an idle paged engine; every beam's blocks are free again at the end.
 
-    Each step the scheduler grows every live beam by its new token (copy-on-write included)
-    and the runner computes their logits in one forward pass; the search picks the survivors;
-    losers are finished (their blocks lose a reference) and parents with several children are
-    forked. ``on_step(step, block_manager)`` is called after each decode step's memory is in
-    place (to draw it). The end-of-sequence tokens are the engine's ``stop_token_ids``.
+    The prompt is one request of the engine. Each step :meth:`~LLMEngine.forward_step` grows
+    every live beam by its new token (copy-on-write included) and computes their logits in
+    one forward pass; the search picks the survivors; losers are freed
+    (:meth:`~LLMEngine.free_sequence`: their blocks lose a reference), parents with several
+    children are forked (:meth:`~LLMEngine.fork_sequence`), and each beam is given its token
+    (:meth:`~LLMEngine.append_token`). ``on_step(step, block_manager)`` is called after each
+    decode step's forward pass, with the step's memory in place (to draw it). The
+    end-of-sequence tokens are the engine's ``stop_token_ids``.
     """
     manager = engine.block_manager
-    prompt = check_token_ids(prompt_token_ids, "prompt_token_ids")
     if manager is None:
         raise ValueError("beam search shares blocks between beams: it needs an engine with policy='paged'")
     if engine.has_unfinished:
         raise ValueError("beam search runs on an idle engine; this one still has unfinished requests")
-    if not prompt:
-        raise ValueError("the prompt is empty: there is no last token to predict from")
-    vocab = engine.model.config.vocab_size
-    if any(t >= vocab for t in prompt):
-        raise ValueError(f"prompt has token ids outside the vocabulary 0..{vocab - 1}")
-    if len(prompt) + params.max_tokens > engine.max_seq_len:
-        raise ValueError(f"prompt of {len(prompt)} tokens + max_tokens={params.max_tokens} exceeds "
-                         f"max_seq_len={engine.max_seq_len}")
-    scheduler, runner, k = engine.scheduler, engine.runner, params.num_beams
+    prompt = check_token_ids(prompt_token_ids, "prompt_token_ids")
+    scheduler, k = engine.scheduler, params.num_beams
     for name, limit in (("max_num_seqs", scheduler.max_num_seqs), ("max_num_batched_tokens",
                                                                    scheduler.max_num_batched_tokens)):
         if limit is not None and limit < k:
@@ -242,18 +222,17 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
     if need > manager.pool.num_free:
         raise ValueError(f"{k} beams over a {len(prompt)}-token prompt and {params.max_tokens} new tokens may hold "
                          f"{need} blocks at once; the pool has {manager.pool.num_free} free: raise kv_budget_tokens")
-
+    request_id = engine.add_request(prompt, SamplingParams(max_tokens=params.max_tokens))   # checks the prompt
     search = BeamSearch(params, engine.eos_token_ids)
-    names = (f"beam{i}" for i in range(1 << 62))
-    live = [Beam(next(names), prompt)]
+    live = [engine.requests[request_id]]
+    indices = iter(range(1, 1 << 62))     # each fork a new sample index: seq ids are never reused
     frames: list[BeamFrame] = []
     parents: tuple[int, ...] = (0,)
     copies = 0
-    scheduler.add(live[0])
     try:
         while True:
-            step = scheduler.schedule()
-            if step.preempted or step.failed:   # the memory check above rules this out
+            step, logits = engine.forward_step()
+            if step.preempted or step.failed or logits is None:   # the memory check above rules this out
                 raise RuntimeError(f"a beam was preempted or failed in step {len(frames)}: out of KV memory")
             copies += len(step.copies)
             if live[0].output_token_ids:
@@ -261,50 +240,41 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
                                         live[0].num_tokens, parents, manager.block_size))
                 if on_step is not None:
                     on_step(len(frames), manager)
-            inputs = [t for s in step.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
-            logits = runner.execute(step, inputs)
-            rows = {s.seq.seq_id: i for i, s in enumerate(step.scheduled) if s.samples}
-            if any(b.seq_id not in rows for b in live):
+            rows = {id(s.seq): i for i, s in enumerate(step.scheduled) if s.samples}
+            if any(id(b) not in rows for b in live):
                 continue       # a chunk of the prompt: no logits yet
-            log_probs = torch.log_softmax(logits[[rows[b.seq_id] for b in live]].float(), dim=-1)
+            log_probs = torch.log_softmax(logits[[rows[id(b)] for b in live]].float(), dim=-1)
             chosen = search.advance(log_probs)
             if not chosen:
                 break
-            live, parents = _regroup(engine, live, chosen, names), tuple(p for p, _ in chosen)
+            live, parents = _regroup(engine, live, chosen, indices), tuple(p for p, _ in chosen)
     finally:
         for beam in live:
-            if beam in scheduler.running:
-                scheduler.finish(beam)
-                runner.release(beam.seq_id)
-            elif beam in scheduler.waiting:
-                scheduler.waiting.remove(beam)
+            engine.free_sequence(beam)
     return BeamSearchOutput(prompt, search.best[:params.num_return_sequences], frames, copies)
 
 
-def _regroup(engine: "LLMEngine", live: list[Beam], chosen: list[tuple[int, int]], names: Iterator[str]) -> list[Beam]:
-    """Free the beams nobody chose, fork the parents chosen more than once, append each chosen token.
+def _regroup(engine: "LLMEngine", live: list["Request"], chosen: list[tuple[int, int]],
+             indices: Iterator[int]) -> list["Request"]:
+    """Free the beams nobody chose, fork the parents chosen more than once, give each its token.
 
     A parent's first child continues as the parent itself (no fork, no copy); each further
     child is a fork, which shares every block. Losers go first, so their blocks are free
-    before any copy-on-write needs one.
+    before any copy-on-write needs one; forks come before the tokens, so a child starts from
+    its parent's tokens as they were.
     """
-    scheduler, runner = engine.scheduler, engine.runner
     kept = {p for p, _ in chosen}
     for i, beam in enumerate(live):
         if i not in kept:
-            scheduler.finish(beam)
-            runner.release(beam.seq_id)
+            engine.free_sequence(beam)
     taken: set[int] = set()
     result = []
     for p, _ in chosen:
-        parent = live[p]
         if p in taken:
-            child = Beam(next(names), parent.prompt_token_ids, list(parent.output_token_ids))
-            scheduler.fork(parent, child)
-            result.append(child)
+            result.append(engine.fork_sequence(live[p], next(indices)))
         else:
             taken.add(p)
-            result.append(parent)
-    for beam, (_, token) in zip(result, chosen):   # children copied their parent's tokens before this
-        beam.output_token_ids.append(token)
+            result.append(live[p])
+    for beam, (_, token) in zip(result, chosen):
+        engine.append_token(beam, token)
     return result
