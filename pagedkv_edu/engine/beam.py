@@ -27,7 +27,9 @@ rule for rule, so the top hypothesis is the same:
 
 With ``ignore_eos=True`` no candidate ends before ``max_tokens``, every hypothesis has the same
 length and the length penalty changes nothing: plain fixed-length beam search, which is what
-transformers runs when its generation config has no ``eos_token_id``.
+transformers runs when its generation config has no ``eos_token_id``. (transformers'
+``num_beams=1`` is greedy decoding, another loop; one beam here still keeps a finished
+hypothesis and a running beam apart, so with EOS on it can differ from greedy.)
 
 :func:`beam_search` drives a search through an idle :class:`~pagedkv_edu.engine.engine.LLMEngine`,
 with the engine's own calls for a caller that picks tokens itself: ``forward_step`` (schedule
@@ -47,7 +49,6 @@ import torch
 from ..block_manager import BlockManager
 from ..block_table import blocks_needed
 from ..checks import check_token_ids, check_whole
-
 from .sampling import SamplingParams
 
 if TYPE_CHECKING:   # the engine is only passed in; importing it here would be circular
