@@ -33,8 +33,8 @@ GRADER_CELLS = _grader_cells()
 
 
 def test_every_grader_has_a_cell() -> None:
-    assert len(GRADER_CELLS) == 10   # kv bytes, first fit, slot mapping, append, gather, step layout,
-    # admission, copy-on-write, cached prefix, last-block waste (chapter 4's online softmax is now a Triton
+    assert len(GRADER_CELLS) == 11   # kv bytes, first fit, slot mapping, append, gather, step layout,
+    # admission, copy-on-write, beam fork-and-free, cached prefix, last-block waste (chapter 4's online softmax is now a Triton
     # piece, graded by exercises.ch4_triton)
 
 
