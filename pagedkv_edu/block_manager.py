@@ -80,19 +80,21 @@ class BlockManager:
 
     # --- questions the scheduler asks -------------------------------------------------
     def can_allocate(self, num_tokens: int, watermark_blocks: int = 0,
-                     token_ids: Sequence[int] | None = None) -> bool:
+                     token_ids: Sequence[int] | None = None, hashes: Sequence[BlockHash] | None = None) -> bool:
         """Would a new sequence of ``num_tokens`` fit, leaving ``watermark_blocks`` free?
 
         With prefix caching and ``token_ids``, only the blocks it really takes count: cached
-        blocks in use cost nothing, cached free blocks come out of the free queue.
+        blocks in use cost nothing, cached free blocks come out of the free queue. ``hashes``,
+        the ids' block hash chain computed before (at least up to ``num_tokens``), saves hashing them again.
         """
         check_whole("watermark_blocks", watermark_blocks)
-        return self.blocks_to_admit(num_tokens, token_ids) + watermark_blocks <= self.pool.num_free
+        return self.blocks_to_admit(num_tokens, token_ids, hashes) + watermark_blocks <= self.pool.num_free
 
-    def blocks_to_admit(self, num_tokens: int, token_ids: Sequence[int] | None = None) -> int:
+    def blocks_to_admit(self, num_tokens: int, token_ids: Sequence[int] | None = None,
+                        hashes: Sequence[BlockHash] | None = None) -> int:
         """Free blocks that adding this sequence would take from the pool."""
         check_whole("num_tokens", num_tokens)
-        return self._blocks_to_admit(num_tokens, self._lookup(num_tokens, token_ids))
+        return self._blocks_to_admit(num_tokens, self._lookup(num_tokens, token_ids, hashes))
 
     def can_append(self, seq_id: Hashable, n: int = 1) -> bool:
         """Would ``n`` more tokens for ``seq_id`` fit in the pool right now (a copy-on-write included)?"""
@@ -124,21 +126,25 @@ class BlockManager:
         return need
 
     # --- a sequence's life ---------------------------------------------------------------
-    def add_sequence(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None) -> BlockTable:
+    def add_sequence(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None,
+                     hashes: Sequence[BlockHash] | None = None) -> BlockTable:
         """Admit a sequence with ``num_tokens`` prompt tokens and allocate its blocks.
 
         With prefix caching and its ``token_ids``, the table starts with the longest cached
         prefix (each of those blocks gains a reference) and only the rest is allocated;
-        :meth:`num_cached_tokens` says how many tokens the engine need not compute.
+        :meth:`num_cached_tokens` says how many tokens the engine need not compute. ``hashes``
+        (the engine's record computes them once) spares hashing the ids here.
         """
         if seq_id in self.tables:
             raise KeyError(f"sequence {seq_id!r} is already live")
         self._check_length(seq_id, num_tokens)
-        token_ids = None if token_ids is None else check_token_ids(token_ids)
-        hit = self._lookup(num_tokens, token_ids)
+        if token_ids is not None and hashes is None:
+            token_ids = check_token_ids(token_ids)
+        hit = self._lookup(num_tokens, token_ids, hashes)
         chain = None                            # every full block's hash, computed before anything changes
         if self.prefix_cache is not None and token_ids is not None:
-            chain = self.prefix_cache.chain(token_ids, hit.hashes)
+            chain = (list(hashes[:num_tokens // self.block_size]) if hashes is not None
+                     else self.prefix_cache.chain(token_ids, hit.hashes))
         need = self._blocks_to_admit(num_tokens, hit)
         if hit.block_ids and need > self.pool.num_free:   # (without a hit, the table says it itself)
             raise OutOfBlocksError(f"sequence {seq_id!r}: {num_tokens} tokens need {need} free blocks "
@@ -200,22 +206,29 @@ class BlockManager:
         copies, self._copies = self._copies, []
         return copies
 
-    def mark_computed(self, seq_id: Hashable, token_ids: Sequence[int]) -> int:
+    def mark_computed(self, seq_id: Hashable, token_ids: Sequence[int],
+                      hashes: Sequence[BlockHash] | None = None) -> int:
         """The forward pass has written the K/V of every token in ``seq_id``'s table.
 
         The blocks that filled since its admission (decoding, or the next chunk of a chunked
         prefill) become findable. ``token_ids`` are the sequence's
-        tokens, at least as many as the table holds. Returns the number of blocks added to the
+        tokens, at least as many as the table holds; ``hashes``, their block hash chain if
+        already computed. Returns the number of blocks added to the
         cache; without prefix caching it does nothing.
         """
         table = self._table(seq_id)
-        token_ids = check_token_ids(token_ids)
+        if hashes is None:
+            token_ids = check_token_ids(token_ids)
         if self.prefix_cache is None:
             return 0
         if len(token_ids) < table.num_tokens:
             raise ValueError(f"sequence {seq_id!r} holds {table.num_tokens} tokens but {len(token_ids)} token ids "
                              f"were given")
-        chain = self.prefix_cache.chain(token_ids[:table.num_tokens], self._hashes.get(seq_id, []))
+        full = table.num_tokens // self.block_size
+        if hashes is not None and len(hashes) >= full:
+            chain = list(hashes[:full])
+        else:
+            chain = self.prefix_cache.chain(token_ids[:table.num_tokens], self._hashes.get(seq_id, []))
         return len(self._register_full_blocks(seq_id, token_ids, chain))
 
     def _register_full_blocks(self, seq_id: Hashable, token_ids: Sequence[int], chain: list[BlockHash]) -> list[int]:
@@ -256,6 +269,10 @@ class BlockManager:
     def slot_mapping(self, seq_id: Hashable, start: int = 0, end: int | None = None) -> list[int]:
         return self._table(seq_id).slot_mapping(start, end)
 
+    def num_hashed_blocks(self, seq_id: Hashable) -> int:
+        """Full blocks of ``seq_id`` already offered to the prefix cache (0 without caching)."""
+        return len(self._hashes.get(seq_id, ()))
+
     def num_cached_tokens(self, seq_id: Hashable) -> int:
         """Tokens of ``seq_id`` found in the prefix cache when it was added: the prefill skips them."""
         self._table(seq_id)
@@ -284,17 +301,20 @@ class BlockManager:
         """Allocated but empty slots: the unfilled tails of last blocks."""
         return self.pool.num_used * self.block_size - self.num_stored_tokens
 
-    def _lookup(self, num_tokens: int, token_ids: Sequence[int] | None) -> PrefixHit:
+    def _lookup(self, num_tokens: int, token_ids: Sequence[int] | None,
+                hashes: Sequence[BlockHash] | None = None) -> PrefixHit:
         """The cached prefix a new sequence would start from (none without caching or token ids).
 
-        Every id is checked, those of a partly filled last block too, with caching on or off.
+        Every id is checked, those of a partly filled last block too, with caching on or off,
+        unless ``hashes`` come with them (the engine checked its requests' ids once, at ``add_request``).
         """
         if token_ids is None:
             return PrefixHit((), (), 0)
-        token_ids = check_token_ids(token_ids)
+        if hashes is None:
+            token_ids = check_token_ids(token_ids)
         if len(token_ids) != num_tokens:
             raise ValueError(f"{len(token_ids)} token ids given for a sequence of {num_tokens} tokens")
-        return PrefixHit((), (), 0) if self.prefix_cache is None else self.prefix_cache.lookup(token_ids)
+        return PrefixHit((), (), 0) if self.prefix_cache is None else self.prefix_cache.lookup(token_ids, hashes)
 
     def _blocks_to_admit(self, num_tokens: int, hit: PrefixHit) -> int:
         """New blocks for the uncached rest, plus the cached blocks that must leave the free queue."""

@@ -18,7 +18,8 @@ differ only in how much they reserve for a request with a known prompt and an un
 * ``pow2``: the prompt exactly, plus the output over-reserved to the next power of two, so at most
   2x (a true output of 25 reserves 32) (Orca (Pow2), 26.8%);
 * ``oracle``: the prompt plus the true output, which no real system knows in advance
-  (Orca (Oracle), 38.2%).
+  (Orca (Oracle), 38.2%); exactly the slots the request fills, so the last output token, whose
+  K/V is never computed, gets none.
 
 The paper's Orca places reservations with a **buddy allocator** (sizes rounded up to a power of
 two, free blocks merged only with their buddy), which it blames for Pow2 losing 41.6% of the memory
@@ -67,7 +68,7 @@ def reservation_size(prompt_len: int, output_len: int, max_seq_len: int, policy:
         return max_seq_len
     if policy == "pow2":
         return min(max_seq_len, prompt_len + (next_power_of_two(output_len) if output_len else 0))
-    return prompt_len + output_len
+    return prompt_len + max(output_len - 1, 0)   # the last token is sampled, never stored
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from .block_table import BlockTable, blocks_needed
 from .checks import check_whole
 from .contiguous import ContiguousArena
 from .engine.model_runner import ModelRunner
+from .engine.request import Request
+from .engine.sampling import SamplingParams, make_generator, sample_rows
 from .attention import BACKENDS, AttentionFn, check_backend
 from .model.kv_store import ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
@@ -62,14 +64,6 @@ class GenerationResult:
     def tokens_per_second(self) -> float:
         """New tokens per second of prefill + decode (load time excluded)."""
         return self.num_new_tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-def sample(logits: torch.Tensor, temperature: float, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Greedy (``temperature == 0``) or softmax sampling at ``temperature``, one token per row."""
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
-    return torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(logits.device)
 
 
 def check_request(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[list[int]]:
@@ -134,22 +128,6 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
     return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
 
 
-@dataclass
-class _Sequence:
-    """One prompt of the batch, as the scheduler sees it."""
-
-    seq_id: int
-    prompt: list[int]
-    output: list[int] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt) + len(self.output)
-
-    def tokens(self, start: int, end: int) -> list[int]:
-        return (self.prompt + self.output)[start:end]
-
-
 def generate(
     model: Llama,
     prompts: Sequence[Sequence[int]],
@@ -173,7 +151,10 @@ def generate(
     admitted at step 0 and prefilled whole. ``cache`` picks the paged store (the default) or
     the contiguous oracle; pass ``store`` to run on one you built (its blocks are handed out
     afresh). A sequence stops at a token in ``stop_token_ids`` (kept in its output) or after
-    ``max_new_tokens``. ``on_token(i, token)`` streams prompt ``i``'s tokens as they come;
+    ``max_new_tokens``. With ``temperature > 0`` each prompt samples from its own generator
+    seeded ``seed`` (the engine's ``SamplingParams(seed=seed)``), so a prompt's text does not
+    depend on which other prompts share its batch, and equals the engine's for that seed.
+    ``on_token(i, token)`` streams prompt ``i``'s tokens as they come;
     ``on_step(step, manager)`` runs after every forward step (step 0 is the prefill) with the
     :class:`~pagedkv_edu.block_manager.BlockManager` that holds the tables (paged; the
     contiguous memory otherwise). The blocks stay allocated in ``result.manager``.
@@ -194,12 +175,12 @@ def generate(
         memory = ContiguousMemory(ContiguousArena(store.capacity), lambda _id, _n: store.max_seq_len)
     scheduler = Scheduler(memory)
     runner = ModelRunner(model, store, context)
-    sequences = [_Sequence(i, p) for i, p in enumerate(prompts)]
+    params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    sequences = [Request(i, p, params, make_generator(params, i, seed)) for i, p in enumerate(prompts)]
     if max_new_tokens > 0:
         for seq in sequences:
             scheduler.add(seq)
     stops = set(int(t) for t in stop_token_ids)
-    generator = torch.Generator().manual_seed(seed)
     logits_log: list[list[torch.Tensor]] = [[] for _ in prompts]
     timings = [0.0, 0.0]
     step = 0
@@ -211,11 +192,11 @@ def generate(
                              f"hold this batch; a static batch cannot wait or preempt (chapter 6's engine can)")
         inputs = [t for s in decided.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
         logits = runner.execute(decided, inputs)
-        chosen = sample(logits, temperature, generator).tolist()
+        chosen = sample_rows(logits, [(row, s.seq.params, s.seq.generator) for row, s in enumerate(decided.scheduled)])
         timings[min(step, 1)] += time.perf_counter() - start
         for row, (s, token) in enumerate(zip(decided.scheduled, chosen)):
             seq = s.seq
-            seq.output.append(token)
+            seq.output_token_ids.append(token)
             if record_logits:
                 logits_log[seq.seq_id].append(logits[row].float().cpu())
             if on_token is not None:
@@ -223,7 +204,7 @@ def generate(
         if on_step is not None:
             on_step(step, manager if manager is not None else memory)
         for s in decided.scheduled:
-            if s.seq.output[-1] in stops or len(s.seq.output) >= max_new_tokens:
+            if s.seq.output_token_ids[-1] in stops or len(s.seq.output_token_ids) >= max_new_tokens:
                 scheduler.finish(s.seq, release=False)   # done; its blocks stay, for the result's tables
         step += 1
 
@@ -232,7 +213,7 @@ def generate(
         tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
                   if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
     return GenerationResult(
-        prompts=prompts, tokens=[s.output for s in sequences], block_tables=tables, kv_bytes=store.bytes,
+        prompts=prompts, tokens=[s.output_token_ids for s in sequences], block_tables=tables, kv_bytes=store.bytes,
         prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
         step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,
         attention=dict(getattr(store, "kernels", {})),

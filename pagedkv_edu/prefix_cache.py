@@ -29,8 +29,9 @@ and its children would then find blocks computed after a different prefix. A rec
 compared by identity, so a re-registered parent, even in the same physical block, is another
 parent. The hash is SHA-256 over a fixed byte encoding of the ids.
 Python's ``hash()`` of a tuple of ints would be deterministic too, but it is 64 bits, it may
-change between Python versions, and it can be collided on purpose: vLLM hashed with it until
-CVE-2025-25183 (a crafted collision), and now offers SHA-256 or xxhash instead. ``xxhash``,
+change between Python versions, and it can be collided on purpose. vLLM hashed with it; its fix
+for CVE-2025-25183 (crafted collisions) made the root of the chain a random value, and
+``hash()`` stayed until SHA-256 became the default (xxhash is offered too). ``xxhash``,
 nano-vllm's choice, is faster but is not a dependency here; at this book's sizes hashing is
 not the cost.
 
@@ -119,28 +120,31 @@ class PrefixCache:
         return hashes
 
     # --- lookup --------------------------------------------------------------------------
-    def lookup(self, token_ids: Sequence[int]) -> PrefixHit:
+    def lookup(self, token_ids: Sequence[int], hashes: Sequence[BlockHash] | None = None) -> PrefixHit:
         """The longest cached prefix of full blocks, capped at ``len(token_ids) - 1`` tokens.
 
         Takes no reference and changes no statistic: the scheduler asks this to count the
-        blocks an admission needs, and may then not admit.
+        blocks an admission needs, and may then not admit. ``hashes``, the ids' chain computed
+        before (the engine's request record hashes each block once), are used instead of hashing.
         """
-        token_ids = check_token_ids(token_ids)
+        if hashes is None:
+            token_ids = check_token_ids(token_ids)
         size = self.pool.block_size
         usable = max(0, len(token_ids) - 1) // size      # at least one token left to compute
+        known = hashes or ()
         blocks: list[int] = []
-        hashes: list[BlockHash] = []
+        found: list[BlockHash] = []
         parent: CachedBlock | None = None
         for i in range(usable):
             tokens = tuple(token_ids[i * size:(i + 1) * size])
-            block_hash = self.hash_fn(hashes[-1] if hashes else ROOT_HASH, tokens)
+            block_hash = known[i] if i < len(known) else self.hash_fn(found[-1] if found else ROOT_HASH, tokens)
             record = self._key_of.get(self._block_of.get(block_hash, -1))
             if record is None or record.token_ids != tokens or record.parent is not parent:
                 break     # not cached, or a collision: same hash, other tokens or another prefix
             blocks.append(self._block_of[block_hash])
-            hashes.append(block_hash)
+            found.append(block_hash)
             parent = record
-        return PrefixHit(tuple(blocks), tuple(hashes), len(blocks) * size)
+        return PrefixHit(tuple(blocks), tuple(found), len(blocks) * size)
 
     def record(self, queried: int, hit: int) -> None:
         """Count one admission's lookup in the statistics."""

@@ -7,6 +7,10 @@ same code the engine uses) with the paged-KV-cache article's workload at full si
 
 * :func:`parallel_sampling_blocks` forks a prompt into ``n`` samples and counts the blocks
   held at every decode step, against ``n`` independent copies of the request;
+* :func:`beam_blocks` replays a beam search's genealogy (which beams each step's beams came
+  from) on the block manager: losers freed, parents forked, shared last blocks copied on
+  write. :func:`workload_beam_saving` applies genealogies recorded from real beam searches
+  (:func:`record_beam_genealogies`, SmolLM2-135M) to every request of a workload;
 * :func:`few_shot_variant` turns the workload's 200-token system prompt into a 5-shot prompt
   of about 1,000 shared tokens.
 
@@ -17,11 +21,19 @@ Serving a whole workload with or without the prefix cache is the memory simulato
 from __future__ import annotations
 
 import dataclasses
+import json
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .checks import check_whole
+from .engine.beam import BeamSearchParams, beam_search
+from .runtime import versions
 from .workload import MAX_SEQ_LEN, Request
 
 SHOT_TOKENS = 160
@@ -88,3 +100,120 @@ def workload_sampling_saving(requests: list[Request], n: int, block_size: int) -
     """:attr:`SamplingMemory.saving` over every request of a workload, each sampled ``n`` times."""
     runs = [parallel_sampling_blocks(r.prompt_len, r.output_len, n, block_size) for r in requests]
     return 1 - sum(sum(m.shared) for m in runs) / sum(sum(m.independent) for m in runs)
+
+
+# --- beam search -------------------------------------------------------------------------------
+Genealogy = Sequence[Sequence[int]]
+"""Step by step, the index of each new beam's parent among the previous step's beams (best first)."""
+
+BEAM_RECORD = Path(__file__).with_name("data") / "beam_genealogies.json"
+"""Genealogies of real beam searches (SmolLM2-135M, widths 2, 4, 6), written by :func:`record_beam_genealogies`."""
+
+ALPACA_STYLE_PROMPTS: tuple[str, ...] = (
+    "Give three tips for staying healthy.",
+    "Describe the water cycle to a ten-year-old.",
+    "Write a short story about a lighthouse keeper.",
+    "Explain why the sky is blue.",
+)
+"""Instructions in the style of the Alpaca dataset, for recording beam genealogies (our wording)."""
+
+
+def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> SamplingMemory:
+    """Replay a beam search's genealogy on the block manager and count blocks at every step.
+
+    Step 1 forks the prefilled prompt into the first beams (its parents are all 0). At every
+    later step the beams nobody chose are freed, a parent chosen ``c`` times continues itself
+    and forks ``c - 1`` children, and every beam appends its token (copy-on-write on a shared,
+    partly filled last block). The comparison is beams that each keep a full copy.
+    """
+    check_whole("prompt_len", prompt_len, 1)
+    if not genealogy or any(p != 0 for p in genealogy[0]):
+        raise ValueError("a genealogy starts with the fork of the prompt: its first step's parents are all 0")
+    width = max(len(step) for step in genealogy)
+    manager = BlockManager(width * blocks_needed(prompt_len + len(genealogy), block_size) + width, block_size)
+    manager.add_sequence(0, prompt_len)
+    live, next_id = [0], 1
+    shared, independent, copies = [], [], 0
+    for step, parents in enumerate(genealogy, 1):
+        if not parents or any(not 0 <= p < len(live) for p in parents):
+            raise ValueError(f"step {step}: parents {list(parents)} must index the {len(live)} beams of step {step - 1}")
+        for i, seq in enumerate(live):
+            if i not in parents:
+                manager.finish(seq)
+        new, seen = [], set()
+        for p in parents:
+            if p in seen:
+                manager.fork(live[p], next_id)
+                new.append(next_id)
+                next_id += 1
+            else:
+                seen.add(p)
+                new.append(live[p])
+        live = new
+        for seq in live:
+            manager.append_tokens(seq)
+        copies += len(manager.take_copies())
+        shared.append(manager.pool.num_used)
+        independent.append(len(live) * blocks_needed(prompt_len + step, block_size))
+    return SamplingMemory(shared, independent, copies)
+
+
+def workload_beam_saving(requests: list[Request], genealogies: Sequence[Genealogy], block_size: int,
+                         seed: int = 0) -> float:
+    """The block-steps that sharing saves when every request runs a beam search, over the whole workload.
+
+    Request ``r`` needs ``r.output_len`` steps. Its genealogy is the fork of the prompt, then
+    ``r.output_len - 1`` steps taken in order from the recorded ones (every recorded search
+    after its first step, end to end) from a seeded random start, wrapping around: any run of
+    recorded steps is a valid genealogy, since each step only names the previous step's beams.
+    """
+    later = [list(step) for g in genealogies for step in g[1:]]
+    if not later:
+        raise ValueError("need recorded genealogies of at least two steps")
+    width = len(later[0])
+    rng = random.Random(seed)
+    saved = total = 0
+    for r in requests:
+        start = rng.randrange(len(later))
+        steps = [[0] * width] + [later[(start + i) % len(later)] for i in range(r.output_len - 1)]
+        memory = beam_blocks(r.prompt_len, steps, block_size)
+        saved += sum(memory.shared)
+        total += sum(memory.independent)
+    return 1 - saved / total
+
+
+def record_beam_genealogies(loaded: Any, prompts: Sequence[str] = ALPACA_STYLE_PROMPTS,
+                            widths: Sequence[int] = (2, 4, 6), max_tokens: int = 48) -> dict[str, Any]:
+    """Run beam searches on a real model (EOS ignored, as a trace with fixed output lengths) and keep their genealogies.
+
+    ``loaded`` is a :class:`~pagedkv_edu.model.loading.LoadedModel`. The record says what ran,
+    where and when; :func:`workload_beam_saving` replays it on any workload and block size.
+    """
+    from .engine import LLMEngine
+
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs = []
+    for width in widths:
+        for text in prompts:
+            ids = loaded.encode(text)
+            engine = LLMEngine(loaded.model, loaded.tokenizer, block_size=16,
+                               kv_budget_tokens=16 * width * blocks_needed(len(ids) + max_tokens, 16) + 16 * width)
+            out = beam_search(engine, ids, BeamSearchParams(width, max_tokens, ignore_eos=True))
+            runs.append({"num_beams": width, "prompt": text, "prompt_len": len(ids),
+                         "text": loaded.tokenizer.decode(out.token_ids),
+                         "parents": [list(f.parents) for f in out.frames],
+                         "saving_block_size_16": round(out.saving, 4)})
+    return {"benchmark": "beam-genealogies", "model": loaded.name, "source": loaded.source,
+            "device": "CPU", "date_utc": started, "versions": versions(), "max_tokens": max_tokens,
+            "about": "Each run's parents: for every decode step, the index of each beam's parent among the "
+                     "previous step's beams (best first); replayed by pagedkv_edu.sharing.workload_beam_saving.",
+            "runs": runs}
+
+
+def load_beam_genealogies(num_beams: int, path: str | Path = BEAM_RECORD) -> list[list[list[int]]]:
+    """The recorded genealogies of the searches with ``num_beams`` beams (the committed record by default)."""
+    record = json.loads(Path(path).read_text())
+    found = [run["parents"] for run in record["runs"] if run["num_beams"] == num_beams]
+    if not found:
+        raise ValueError(f"{path} holds no search with {num_beams} beams")
+    return found

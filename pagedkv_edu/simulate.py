@@ -13,7 +13,9 @@ budget goes, step by step:
 * ``free``: the rest, free and usable.
 
 The scheduler is chapter 6's (:mod:`pagedkv_edu.scheduler`): first come, first served with
-head-of-line blocking. A paged request is admitted when its prompt's blocks fit; when a
+head-of-line blocking. A request finishes by the engine's rule: in the step that samples its
+last output token, whose K/V is never computed, so it holds at most ``prompt + output - 1``
+tokens; a request asking for no output finishes on arrival, holding nothing. A paged request is admitted when its prompt's blocks fit; when a
 decode step finds no free block, the most recently admitted request is preempted by
 recompute (its blocks are freed and it goes back to the front of the queue keeping its
 generated tokens), as in vLLM and nano-vllm.
@@ -35,6 +37,8 @@ from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
+from .engine.request import Request as SeqRecord
+from .engine.sampling import SamplingParams
 from .scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
@@ -80,7 +84,7 @@ class ArenaSlice:
     start: int
     size: int
     used: int
-    final_len: int
+    final_len: int     # slots it will ever fill: prompt + output - 1 (the last token's K/V is never computed)
 
 
 @dataclass
@@ -279,14 +283,19 @@ def simulate(
     result.requests = list(records.values())
     scheduler = Scheduler(memory, max_num_batched_tokens=max_num_batched_tokens)
     runner = StandInRunner(vocab_size)
-    pending = deque(_SimSequence(r.request_id, r,
-                                 prompt_token_ids(r, vocab_size, prompt_seed) if enable_prefix_caching else None)
+    pending = deque(SeqRecord(r.request_id, prompt_token_ids(r, vocab_size, prompt_seed)
+                              if enable_prefix_caching else None, SamplingParams(max_tokens=r.output_len),
+                              arrival_time=r.arrival_step, num_prompt_tokens=r.prompt_len)
                     for r in reqs)
     snapshots = set(snapshot_steps)
 
     for step in range(max_steps):
-        while pending and pending[0].request.arrival_step <= step:
-            scheduler.add(pending.popleft())
+        while pending and pending[0].arrival_time <= step:
+            seq = pending.popleft()
+            if seq.params.max_tokens == 0:   # done before it needs memory, as in the engine
+                records[seq.seq_id].admit_step = records[seq.seq_id].finish_step = step
+                continue
+            scheduler.add(seq)
         decided = scheduler.schedule()
         for seq in decided.admitted:
             if records[seq.seq_id].admit_step is None:
@@ -296,7 +305,7 @@ def simulate(
         if decided.failed:   # cannot happen: every request was checked to fit the budget alone
             raise RuntimeError(f"requests {[s.seq_id for s in decided.failed]} failed to fit the memory")
         for seq, token in zip(*runner.execute(decided)):
-            seq.output.append(token)
+            seq.output_token_ids.append(token)
         result.preemptions = scheduler.num_preemptions
 
         running = list(scheduler.running)
@@ -305,12 +314,11 @@ def simulate(
         if arena is not None and step in snapshots:
             by_id = {s.seq_id: s for s in running}
             result.arena_snapshots[step] = [
-                ArenaSlice(e.owner, e.start, e.size, scheduler.num_computed_tokens(by_id[e.owner]),
-                           by_id[e.owner].request.final_len)
+                ArenaSlice(e.owner, e.start, e.size, by_id[e.owner].num_computed_tokens, _kv_len(by_id[e.owner]))
                 for e in arena.extents
             ]
 
-        for seq in [s for s in running if scheduler.num_computed_tokens(s) == s.request.final_len]:
+        for seq in [s for s in running if len(s.output_token_ids) == s.params.max_tokens]:   # sampled its last
             scheduler.finish(seq)
             records[seq.seq_id].finish_step = step
 
@@ -336,35 +344,17 @@ class StandInRunner:
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
 
-    def execute(self, step: ScheduledStep) -> tuple[list["_SimSequence"], list[int]]:
+    def execute(self, step: ScheduledStep) -> tuple[list[SeqRecord], list[int]]:
         sampling = [s.seq for s in step.scheduled if s.samples]
         return sampling, [self.vocab_size + seq.seq_id for seq in sampling]
 
 
-@dataclass
-class _SimSequence:
-    """A request in the simulation: its prompt (ids only when the prefix cache needs them) and its stand-in tokens.
-
-    The simulation counts a request's K/V down to its last token: it finishes when its
-    memory holds ``final_len`` tokens (prompt plus output), one step after the engine would
-    have sampled its last token.
-    """
-
-    seq_id: int
-    request: Request
-    prompt: list[int] | None = None
-    output: list[int] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return self.request.prompt_len + len(self.output)
-
-    @property
-    def token_ids(self) -> list[int] | None:
-        return None if self.prompt is None else self.prompt + self.output
+def _kv_len(seq: SeqRecord) -> int:
+    """Slots a request will ever fill: its prompt and every output token but the last."""
+    return seq.num_prompt_tokens + seq.params.max_tokens - 1
 
 
-def _record(step: int, running: list[_SimSequence], num_waiting: int, head: _SimSequence | None,
+def _record(step: int, running: list[SeqRecord], num_waiting: int, head: SeqRecord | None,
             memory: PagedMemory | ContiguousMemory, arena: ContiguousArena | None,
             reservations: dict[int, int]) -> StepRecord:
     """Where the budget's slots are after one step, read from the scheduler's memory (a shared block once)."""
@@ -373,8 +363,8 @@ def _record(step: int, running: list[_SimSequence], num_waiting: int, head: _Sim
         internal = usage.held_slots - usage.stored_tokens
         return StepRecord(step, len(running), num_waiting, usage.stored_tokens, 0, internal, 0,
                           usage.capacity - usage.held_slots)
-    over = sum(s.request.final_len for s in running) - usage.stored_tokens
-    internal = sum(arena.extent(s.seq_id).size - s.request.final_len for s in running)  # a buddy block's rounding too
+    over = sum(map(_kv_len, running)) - usage.stored_tokens
+    internal = sum(arena.extent(s.seq_id).size - _kv_len(s) for s in running)  # a buddy block's rounding too
     external = arena.stranded(reservations[head.seq_id]) if head is not None else 0
     return StepRecord(step, len(running), num_waiting, usage.stored_tokens, over, internal, external,
                       usage.capacity - arena.reserved - external)

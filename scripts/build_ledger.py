@@ -74,6 +74,24 @@ def render(data: dict) -> str:
             f"- **判定：** {c['zh']}",
             "",
         ]
+    papers = data.get("paper_claims", [])
+    if papers:
+        out += ["## The paper's figures the book also measures", "",
+                "Claims of Kwon et al. (SOSP 2023) that the articles do not quote but the book measures beside them;",
+                "each is the paper's figure in English, with the same fields and verdicts as above.", ""]
+        for c in papers:
+            out += [
+                f"({c['id']})=",
+                f"### {c['id']}: {MARK[c['verdict']]}",
+                "",
+                f"> {c['claim']} ({c['source']})",
+                "",
+                f"- **Where:** {c['where']}{_link(c.get('in'))}",
+                f"- **Measured:** {c['measured']}",
+                f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
+                f"- **判定：** {c['zh']}",
+                "",
+            ]
     out += ["## Sentences with numbers that are not claims", ""]
     for group in data["not_claims"]:
         out.append(f"*{names[group['article']]}*, {group['why']}:")

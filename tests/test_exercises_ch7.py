@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.exercises.ch7 import COW_CASES, HIDDEN_COW_CASES, _ref_counts, check_append_with_cow
+from pagedkv_edu.block_table import BlockTable
+from pagedkv_edu.exercises.ch7 import COW_CASES, HIDDEN_COW_CASES, _ref_counts, check_append_with_cow, try_append_with_cow
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow
 
 
@@ -167,13 +168,13 @@ COW_RIGHT = {"reference": append_with_cow, "restructured": _cow_restructured, "n
 @pytest.mark.parametrize("name", COW_RIGHT)
 def test_cow_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_append_with_cow(COW_RIGHT[name]) is True
-    assert "✓ append_with_cow: passed" in capsys.readouterr().out
+    assert "✓ append_with_cow（寫入時複製）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", COW_WRONG)
 def test_cow_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_append_with_cow(COW_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ append_with_cow: failed")
+    assert capsys.readouterr().out.startswith("✗ append_with_cow（寫入時複製）: failed")
 
 
 def test_cow_checker_diff_explains_the_mistake(capsys: pytest.CaptureFixture[str]) -> None:
@@ -204,7 +205,7 @@ def test_cow_checker_stub_and_exceptions(capsys: pytest.CaptureFixture[str]) -> 
         raise NotImplementedError("your turn")
 
     assert check_append_with_cow(not_yet) is False
-    assert capsys.readouterr().out.startswith("○ append_with_cow: not solved yet")
+    assert capsys.readouterr().out.startswith("○ append_with_cow（寫入時複製）: not solved yet")
 
     def crashes_on_a_copy(t, n, b, refs, free):
         if n % b and refs[t[-1]] > 1:
@@ -213,3 +214,202 @@ def test_cow_checker_stub_and_exceptions(capsys: pytest.CaptureFixture[str]) -> 
 
     assert check_append_with_cow(crashes_on_a_copy) is False
     assert capsys.readouterr().out.count("raised KeyError: 'copy'") == 1
+
+
+def test_try_append_with_cow_shows_each_step_and_survives_an_exception() -> None:
+    steps = try_append_with_cow(append_with_cow, 0)
+    assert [s["sequence"] for s in steps] == ["child", "parent", "child"]
+    assert steps[0]["result"] == (10, (1, 2)) and steps[0]["block_table_after"] == [0, 2]
+    assert steps[0]["ref_counts"] == [2, 2, 0, 0, 0, 0] and steps[0]["ref_counts_after"] == [2, 1, 1, 0, 0, 0]
+
+    def broken(t, n, b, refs, free):
+        raise IndexError("pop from empty list")
+
+    (only,) = try_append_with_cow(broken, 3)
+    assert isinstance(only["result"], IndexError)
+    with pytest.raises(ValueError, match="case"):
+        try_append_with_cow(append_with_cow, 4)
+
+
+def test_saving_prediction_is_judged_by_value(capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv_edu.exercises.ch7 import check_saving_prediction
+
+    assert check_saving_prediction(None, 10.2) is False and "no prediction yet" in capsys.readouterr().out
+    assert check_saving_prediction(12, 10.2) is True
+    assert check_saving_prediction(np.float64(8.0), 10.2) is True
+    assert check_saving_prediction(21, 10.2) is False and "measured 10.2%" in capsys.readouterr().out
+    assert check_saving_prediction("lower", 10.2) is False and "not a number" in capsys.readouterr().out
+
+
+# --- beam search: fork and free -------------------------------------------------------------------
+from pagedkv_edu.exercises.ch7 import BEAM_CASES, HIDDEN_BEAM_CASES, check_regroup_beams, try_regroup_beams  # noqa: E402
+from pagedkv_edu.exercises.solutions.ch7 import regroup_beams  # noqa: E402
+
+
+def test_regroup_beams_agrees_with_the_block_manager() -> None:
+    """The reference, case by case, against BlockManager.fork / finish on the same tables."""
+    from collections import Counter
+
+    for case in BEAM_CASES + tuple(HIDDEN_BEAM_CASES[:30]):
+        refs = [0] * case.num_blocks
+        for table in case.tables:
+            for b in table:
+                refs[b] += 1
+        free = [b for b in range(case.num_blocks) if refs[b] == 0]
+        new = regroup_beams([list(t) for t in case.tables], refs, free, list(case.parents))
+        m = BlockManager(case.num_blocks, 4)
+        for i, table in enumerate(case.tables):   # the same tables in a real pool: touch takes a block or a reference
+            for b in table:
+                m.pool.touch(b)
+            m.tables[i] = BlockTable(4, list(table), 4 * len(table))
+        for i in range(len(case.tables)):
+            if i not in case.parents:
+                m.finish(i)
+        seen, ids = set(), []
+        for j, p in enumerate(case.parents):
+            if p in seen:
+                m.fork(p, ("child", j))
+                ids.append(("child", j))
+            else:
+                seen.add(p)
+                ids.append(p)
+        assert [m.table(i).block_ids for i in ids] == new
+        assert m.pool.ref_counts == refs and Counter(m.pool.free_ids()) == Counter(free)
+
+
+def test_hidden_beam_cases_cover_the_edges() -> None:
+    assert {len(c.parents) for c in HIDDEN_BEAM_CASES} == set(range(1, 7))
+    assert any(len(set(c.parents)) == 1 and len(c.parents) > 2 for c in HIDDEN_BEAM_CASES)   # all from one parent
+    losers_share = 0
+    for c in HIDDEN_BEAM_CASES:
+        kept = {b for p in c.parents for b in c.tables[p]}
+        losers_share += any(b in kept for i, t in enumerate(c.tables) if i not in c.parents for b in t)
+    assert losers_share > 20
+
+
+def _free_everything_of_a_loser(tables, refs, free, parents):
+    for i, t in enumerate(tables):
+        if i not in parents:
+            for b in t:
+                if refs[b]:
+                    refs[b] = 0
+                    free.append(b)
+    return _forks(tables, refs, parents)
+
+
+def _forks(tables, refs, parents, incref=True, copy=True, first_too=False):
+    new, seen = [], set()
+    for p in parents:
+        if p in seen or first_too:
+            if incref:
+                for b in tables[p]:
+                    refs[b] += 1
+            new.append(list(tables[p]) if copy else tables[p])
+        else:
+            seen.add(p)
+            new.append(tables[p])
+        seen.add(p)
+    return new
+
+
+def _free_losers(tables, refs, free, parents):
+    for i, t in enumerate(tables):
+        if i not in parents:
+            for b in t:
+                refs[b] -= 1
+                if refs[b] == 0:
+                    free.append(b)
+
+
+def _fork_without_a_reference(tables, refs, free, parents):
+    _free_losers(tables, refs, free, parents)
+    return _forks(tables, refs, parents, incref=False)
+
+
+def _fork_by_alias(tables, refs, free, parents):
+    _free_losers(tables, refs, free, parents)
+    return _forks(tables, refs, parents, copy=False)
+
+
+def _first_child_counts_too(tables, refs, free, parents):
+    _free_losers(tables, refs, free, parents)
+    return _forks(tables, refs, parents, first_too=True)
+
+
+def _keeps_the_losers(tables, refs, free, parents):
+    return _forks(tables, refs, parents)
+
+
+def _children_grouped_by_parent(tables, refs, free, parents):
+    _free_losers(tables, refs, free, parents)
+    return _forks(tables, refs, sorted(parents))
+
+
+def _counter_style(tables, refs, free, parents):
+    from collections import Counter
+
+    chosen = Counter(parents)
+    for i, t in enumerate(tables):
+        for b in t:
+            refs[b] += max(chosen[i], 1) - 1 if chosen[i] else -1
+    free += sorted({b for t in tables for b in t if refs[b] == 0})
+    out, used = [], set()
+    for p in parents:
+        out.append(tables[p] if p not in used else tables[p][:])
+        used.add(p)
+    return out
+
+
+def _numpy_copies_for_all(tables, refs, free, parents):
+    counts = np.array(refs)
+    for i, t in enumerate(tables):
+        if i not in parents:
+            np.subtract.at(counts, t, 1)
+            free.extend(b for b in t if counts[b] == 0 and b not in free)
+    firsts = {p: j for j, p in reversed(list(enumerate(parents)))}
+    for j, p in enumerate(parents):
+        if firsts[p] != j:
+            np.add.at(counts, tables[p], 1)
+    refs[:] = counts.tolist()
+    return [np.array(tables[p]) for p in parents]
+
+
+BEAM_RIGHT = {"reference": regroup_beams, "counter": _counter_style, "numpy": _numpy_copies_for_all}
+BEAM_WRONG = {"frees shared blocks": _free_everything_of_a_loser, "fork without a reference": _fork_without_a_reference,
+              "fork by alias": _fork_by_alias, "first child counts": _first_child_counts_too,
+              "losers kept": _keeps_the_losers, "children grouped": _children_grouped_by_parent}
+
+
+@pytest.mark.parametrize("name", BEAM_RIGHT)
+def test_beam_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_regroup_beams(BEAM_RIGHT[name]) is True
+    assert "✓ regroup_beams（束搜尋的分岔與釋放）: passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", BEAM_WRONG)
+def test_beam_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_regroup_beams(BEAM_WRONG[name]) is False
+    assert capsys.readouterr().out.startswith("✗ regroup_beams（束搜尋的分岔與釋放）: failed")
+
+
+def test_beam_checker_names_the_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    check_regroup_beams(_fork_by_alias)
+    assert "same list object" in capsys.readouterr().out
+    check_regroup_beams(_fork_without_a_reference)
+    out = capsys.readouterr().out
+    assert "is a fork: every block of the parent's table gains" in out and "adds none" not in out
+    check_regroup_beams(_first_child_counts_too)
+    out = capsys.readouterr().out
+    assert "adds none" in out and "gains a reference" not in out
+
+
+def test_beam_checker_stub_and_try(capsys: pytest.CaptureFixture[str]) -> None:
+    def not_yet(*args):
+        raise NotImplementedError("your turn")
+
+    assert check_regroup_beams(not_yet) is False
+    assert capsys.readouterr().out.startswith("○ regroup_beams（束搜尋的分岔與釋放）: not solved yet")
+    seen = try_regroup_beams(regroup_beams, 0)
+    assert seen["result"] == [[0, 1, 2], [0, 1, 2], [0, 1, 3], [0, 1, 2]]
+    assert seen["ref_counts_after"][:6] == [4, 4, 3, 1, 0, 0] and sorted(seen["free_blocks_after"]) == [4, 5, 6, 7]
+    assert isinstance(try_regroup_beams(not_yet, 1)["result"], NotImplementedError)

@@ -111,6 +111,19 @@ def test_entries_are_complete_and_well_formed() -> None:
             assert c.get("in") and c.get("evidence"), f"{c['id']}: no evidence"
 
 
+def test_paper_claims_are_complete_and_well_formed() -> None:
+    papers = DATA.get("paper_claims", [])
+    ids = [c["id"] for c in DATA["claims"] + papers]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    assert {"fig15-parallel-sampling", "fig15-beam-search", "fig19-recompute-or-swap"} <= {c["id"] for c in papers}
+    for c in papers:
+        assert c["verdict"] in LEDGER["VERDICTS"], c["id"]
+        for field in ("claim", "source", "where", "measured", "zh", "in", "evidence"):
+            assert str(c.get(field, "")).strip(), f"{c['id']}: no {field}"
+        if c["verdict"] != "reproduced":
+            assert c.get("why"), f"{c['id']}: a verdict of {c['verdict']!r} needs a why"
+
+
 def _text_of(path: Path) -> str:
     if path.suffix != ".ipynb":
         return path.read_text(encoding="utf-8")
@@ -124,7 +137,8 @@ def _text_of(path: Path) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.parametrize("claim", [c for c in DATA["claims"] if c.get("evidence")], ids=lambda c: c["id"])
+@pytest.mark.parametrize("claim", [c for c in DATA["claims"] + DATA.get("paper_claims", []) if c.get("evidence")],
+                         ids=lambda c: c["id"])
 def test_evidence_appears_where_the_ledger_says(claim: dict) -> None:
     path = ROOT / claim["in"]
     assert path.exists(), f"{claim['id']}: {claim['in']} does not exist"
@@ -138,7 +152,7 @@ def test_the_page_is_up_to_date() -> None:
 
 def test_every_verdict_has_a_sentence_in_traditional_chinese() -> None:
     opening = {"reproduced": "重現", "partly": "部分重現", "differs": "不同", "not measurable here": "此處無法量測"}
-    for c in DATA["claims"]:
+    for c in DATA["claims"] + DATA.get("paper_claims", []):
         zh = c["zh"]
         assert len(re.findall(r"[\u4e00-\u9fff]", zh)) >= 10, f"{c['id']}: its zh sentence is not a sentence: {zh!r}"
         assert zh.startswith(opening[c["verdict"]]), f"{c['id']}: verdict {c['verdict']!r} but zh says {zh[:8]!r}"

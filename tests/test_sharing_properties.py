@@ -17,7 +17,7 @@ from collections import Counter
 
 import hypothesis.strategies as st
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu import runtime
@@ -172,3 +172,72 @@ class SharingMachine(RuleBasedStateMachine):
 SharingMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None,
                                             suppress_health_check=[HealthCheck.too_slow])
 TestSharing = SharingMachine.TestCase
+
+
+# --- beam search: a genealogy replayed on the block manager ------------------------------------------
+@st.composite
+def genealogies(draw: st.DrawFn) -> list[list[int]]:
+    """A random beam genealogy: step 1 forks the prompt, later steps pick parents among the last step's beams."""
+    width = draw(st.integers(1, 5))
+    steps = [[0] * width]
+    for _ in range(draw(st.integers(0, 25))):
+        steps.append(sorted(draw(st.lists(st.integers(0, width - 1), min_size=width, max_size=width))))
+    return steps
+
+
+def expected_blocks(prompt_len: int, genealogy: list[list[int]], block_size: int) -> list[int]:
+    """Distinct blocks after every step, from the genealogy alone.
+
+    A full block is shared by every beam whose ancestry agrees up to the block's last token (the
+    prompt's full blocks by all); after a step's appends every partly filled last block is private.
+    """
+    lineages: list[tuple[int, ...]] = [()]           # each live beam's ancestor at every step (unique ids)
+    counts, next_id = [], 0
+    for step, parents in enumerate(genealogy, 1):
+        new = []
+        for p in parents:
+            new.append(lineages[p] + (next_id,))
+            next_id += 1
+        lineages = new
+        length = prompt_len + step
+        full = length // block_size
+        distinct = set()
+        for lineage in lineages:
+            for j in range(full):
+                last = (j + 1) * block_size - prompt_len   # the output step that wrote the block's last token
+                distinct.add((j, lineage[last - 1] if last > 0 else None))
+        counts.append(len(distinct) + (len(lineages) if length % block_size else 0))
+    return counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 30), genealogies(), st.integers(1, 7))
+def test_beam_blocks_holds_exactly_the_blocks_the_genealogy_shares(prompt_len: int, genealogy: list[list[int]],
+                                                                    block_size: int) -> None:
+    from pagedkv_edu.sharing import beam_blocks
+
+    memory = beam_blocks(prompt_len, genealogy, block_size)
+    assert memory.shared == expected_blocks(prompt_len, genealogy, block_size)
+    assert memory.independent == [len(g) * -(-(prompt_len + s) // block_size) for s, g in enumerate(genealogy, 1)]
+
+
+def test_beam_blocks_refuses_a_genealogy_that_does_not_start_with_the_fork() -> None:
+    import pytest
+
+    from pagedkv_edu.sharing import beam_blocks
+
+    for bad in ([], [[0, 1]], [[0, 0], [0, 2]]):
+        with pytest.raises(ValueError):
+            beam_blocks(5, bad, 4)
+
+
+def test_workload_beam_saving_replays_the_committed_record() -> None:
+    from pagedkv_edu.paper_workloads import paper_shaped
+    from pagedkv_edu.sharing import BEAM_RECORD, load_beam_genealogies, workload_beam_saving
+
+    requests = paper_shaped("Alpaca", 20, seed=1)
+    savings = [workload_beam_saving(requests, load_beam_genealogies(k), 16) for k in (2, 4, 6)]
+    assert 0.2 < savings[0] < savings[1] < savings[2] < 0.9
+    assert workload_beam_saving(requests, load_beam_genealogies(4), 16, seed=3) != savings[1]   # the start is seeded
+    assert workload_beam_saving(requests, [[[0], [0], [0]]], 16) == 0.0                         # one beam shares nothing
+    assert '"benchmark": "beam-genealogies"' in BEAM_RECORD.read_text()

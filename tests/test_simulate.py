@@ -32,8 +32,8 @@ def check_run(result: SimResult, requests: list[Request]) -> None:
         r = by_id[rec.request_id]
         assert rec.admit_step is not None and rec.finish_step is not None, rec
         assert r.arrival_step <= rec.admit_step <= rec.finish_step
-        # A request needs output_len decode steps after its (last) admission.
-        assert rec.finish_step - rec.admit_step >= r.output_len
+        # The engine's rule: the prefill samples the first token, each later step one more.
+        assert rec.finish_step - rec.admit_step >= r.output_len - 1
         assert rec.queue_delay == rec.admit_step - r.arrival_step >= 0
     assert [s.step for s in result.steps] == list(range(result.total_steps))
     last_finish = max(rec.finish_step for rec in result.requests)
@@ -94,26 +94,28 @@ def test_contiguous_internal_and_over_reservation_follow_the_reservations(runs) 
 
 
 def test_a_single_paged_request_by_hand() -> None:
-    """5 prompt tokens, 3 outputs, blocks of 4: two blocks, then the third token fills the second."""
+    """5 prompt tokens, 3 outputs, blocks of 4: two blocks; the third output is sampled in step 2, never stored."""
     result = simulate([Request(0, 5, 3)], "paged", 16, block_size=4)
-    assert [(s.used, s.internal, s.free) for s in result.steps] == [(5, 3, 8), (6, 2, 8), (7, 1, 8), (8, 0, 8)]
-    assert (result.requests[0].admit_step, result.requests[0].finish_step) == (0, 3)
+    assert [(s.used, s.internal, s.free) for s in result.steps] == [(5, 3, 8), (6, 2, 8), (7, 1, 8)]
+    assert (result.requests[0].admit_step, result.requests[0].finish_step) == (0, 2)
 
 
 def test_a_single_contiguous_request_by_hand() -> None:
     result = simulate([Request(0, 5, 3)], "contiguous", 32, max_seq_len=16, reserve="max")
     assert [(s.used, s.over_reserved, s.internal, s.free) for s in result.steps] == \
-        [(5, 3, 8, 16), (6, 2, 8, 16), (7, 1, 8, 16), (8, 0, 8, 16)]
+        [(5, 2, 9, 16), (6, 1, 9, 16), (7, 0, 9, 16)]   # it fills 7 slots: the last output is never stored
 
 
 def test_external_fragmentation_is_measured_against_the_next_request() -> None:
     """Two 4-slot requests end early and leave two 4-slot holes; the waiting 8-slot request sees 8 stranded."""
-    reqs = [Request(0, 3, 1), Request(1, 1, 3), Request(2, 3, 1), Request(3, 1, 3), Request(4, 7, 1)]
+    reqs = [Request(0, 4, 1), Request(1, 2, 3), Request(2, 4, 1), Request(3, 2, 3), Request(4, 8, 1)]
     result = simulate(reqs, "contiguous", 16, max_seq_len=16, reserve="oracle")
     check_run(result, reqs)
-    # After step 1 requests 0 and 2 are gone: holes [0,4) and [8,12), request 4 needs 8 contiguous slots.
-    assert result.steps[2].external == 8 and result.steps[2].waiting == 1
-    assert result.requests[4].admit_step > 2
+    # Requests 0 and 2 sample their one token in step 0 and leave: holes [0,4) and [8,12) at step 1,
+    # and request 4 needs 8 contiguous slots.
+    assert [r.finish_step for r in result.requests[:4]] == [0, 2, 0, 2]
+    assert result.steps[1].external == 8 and result.steps[1].waiting == 1
+    assert result.requests[4].admit_step > 1
 
 
 def test_paged_preempts_when_the_pool_runs_dry_and_still_finishes_everyone() -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -51,8 +51,10 @@ from ..checks import check_whole
 from ..contiguous import ContiguousArena
 from ..model.kv_store import ContiguousKVStore, PagedKVStore
 from ..model.llama import Llama
-from ..scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from ..scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler, Status
+from ..swap import HostKVCache, SwapSpace
 from .model_runner import ModelRunner
+from .request import Request
 from .sampling import SamplingParams, make_generator, sample_rows
 from .trace import EngineTrace
 
@@ -70,53 +72,6 @@ model's whole context.
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 """Tokens computed per step at most (vLLM's ``max_num_batched_tokens``): longer prompts are chunked."""
-
-
-@dataclass
-class Request:
-    """One sequence inside the engine: its tokens so far, its sampler and its timeline.
-
-    A request with ``n`` samples has ``n`` of them. Sample 0 carries the request's id as its
-    sequence id; samples 1.. are forked from it after its prefill and are named ``r<id>.<i>``.
-    """
-
-    seq_id: int | str
-    request_id: int
-    index: int
-    prompt_token_ids: list[int]
-    params: SamplingParams
-    generator: torch.Generator
-    arrival_time: float
-    output_token_ids: list[int] = field(default_factory=list)
-    text: str | None = None      # set when a stop string cut it; else decoded at the end
-    first_token_time: float | None = None
-    finish_time: float | None = None
-    finish_reason: str | None = None
-    num_preemptions: int = 0
-    num_cached_tokens: int = 0   # prompt tokens found in the prefix cache at its first prefill
-    forked: bool = False         # its n > 1 samples exist (sample 0 only)
-
-    @property
-    def num_tokens(self) -> int:
-        """Prompt plus generated tokens: all must be in the cache before it samples its next one."""
-        return len(self.prompt_token_ids) + len(self.output_token_ids)
-
-    @property
-    def num_seqs(self) -> int:
-        """Sequences it takes under ``max_num_seqs``: all ``n`` samples until they are forked off."""
-        return self.params.n if self.index == 0 and not self.forked else 1
-
-    @property
-    def token_ids(self) -> list[int]:
-        """Prompt plus generated tokens, the ids the prefix cache hashes."""
-        return self.prompt_token_ids + self.output_token_ids
-
-    def tokens(self, start: int, end: int) -> list[int]:
-        """Token ids ``start .. end-1`` of prompt-then-output, without joining the two lists."""
-        p = len(self.prompt_token_ids)
-        if start >= p:
-            return self.output_token_ids[start - p:end - p]
-        return self.prompt_token_ids[start:end] + self.output_token_ids[:max(0, end - p)]
 
 
 @dataclass(frozen=True)
@@ -195,7 +150,7 @@ class EngineStats:
 
 
 class LLMEngine:
-    """Continuous batching with block-aware admission, chunked prefill and preemption by recompute.
+    """Continuous batching with block-aware admission, chunked prefill and preemption (by recompute or swap).
 
     ``kv_budget_tokens`` is the KV memory in token slots: ``// block_size`` blocks (paged), or
     ``// max_seq_len`` reservations (contiguous). ``max_seq_len`` defaults to the model's
@@ -206,6 +161,9 @@ class LLMEngine:
     caps the tokens one step computes (longer prompts are prefilled in chunks; None: no cap).
     ``trace`` (an :class:`~pagedkv_edu.engine.trace.EngineTrace`) records every step;
     ``last_step`` is the :class:`~pagedkv_edu.scheduler.ScheduledStep` just run.
+    ``preemption_mode`` is ``"recompute"`` (free the victim's blocks) or ``"swap"`` (copy them to
+    ``swap_space_tokens`` slots of host memory, by default as many as the KV budget; paged only).
+    ``keep_logprobs`` keeps, on each sequence's record, the log-probabilities it last sampled from.
     """
 
     def __init__(
@@ -225,13 +183,20 @@ class LLMEngine:
         enable_prefix_caching: bool = False,
         trace: EngineTrace | None = None,
         max_num_batched_tokens: int | None = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        preemption_mode: str = "recompute",
+        swap_space_tokens: int | None = None,
+        keep_logprobs: bool = False,
     ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+        if preemption_mode not in PREEMPTION_MODES:
+            raise ValueError(f"unknown preemption_mode {preemption_mode!r}; choose one of {PREEMPTION_MODES}")
+        if preemption_mode == "swap" and policy != "paged":
+            raise ValueError("swapping moves blocks through block tables: preemption_mode='swap' needs policy='paged'")
         if enable_prefix_caching and policy != "paged":
             raise ValueError("prefix caching shares blocks: it needs policy='paged'")
         for name, value in (("kv_budget_tokens", kv_budget_tokens), ("block_size", block_size),
-                            ("max_seq_len", max_seq_len)):
+                            ("max_seq_len", max_seq_len), ("swap_space_tokens", swap_space_tokens)):
             if value is not None:
                 check_whole(name, value, 1)
         if isinstance(watermark, bool) or not isinstance(watermark, (int, float)) or not 0 <= watermark < 1:
@@ -253,8 +218,14 @@ class LLMEngine:
                 raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no block of {block_size}")
             manager = BlockManager(num_blocks, block_size, self.max_seq_len,
                                    enable_prefix_caching=enable_prefix_caching)
-            self.store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, **kw)
-            memory: PagedMemory | ContiguousMemory = PagedMemory(manager, math.ceil(watermark * num_blocks))
+            self.store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, check=False, **kw)
+            swap = None
+            if preemption_mode == "swap":
+                host_blocks = max(1, (swap_space_tokens or kv_budget_tokens) // block_size)
+                swap = SwapSpace(host_blocks, block_size)
+                self.host_cache = HostKVCache(cfg.num_layers, host_blocks, block_size, cfg.num_kv_heads,
+                                              cfg.head_dim, model.dtype)
+            memory: PagedMemory | ContiguousMemory = PagedMemory(manager, math.ceil(watermark * num_blocks), swap)
         else:
             rows = kv_budget_tokens // self.max_seq_len
             if rows < 1:
@@ -263,13 +234,15 @@ class LLMEngine:
             self.store = ContiguousKVStore(cfg, rows, self.max_seq_len, **kw)
             memory = ContiguousMemory(ContiguousArena(rows * self.max_seq_len), lambda _id, _n: self.max_seq_len)
         self.memory = memory
-        self.scheduler = Scheduler(memory, max_num_seqs, max_num_batched_tokens)
-        self.runner = ModelRunner(model, self.store, self.max_seq_len)
+        self.preemption_mode = preemption_mode
+        self.keep_logprobs = keep_logprobs
+        self.scheduler = Scheduler(memory, max_num_seqs, max_num_batched_tokens, preemption_mode)
+        self.runner = ModelRunner(model, self.store, self.max_seq_len, getattr(self, "host_cache", None))
         self.enable_prefix_caching = enable_prefix_caching
         self.trace = trace   # opt in: one frame per step, for the replay (chapter 6)
         self.last_step: ScheduledStep | None = None      # the step just run, for hooks and traces
         self.requests: dict[int, Request] = {}           # each request's first sample
-        self._samples: dict[int, list[Request]] = {}     # unfinished requests' samples, index order
+        self._samples: dict[int, list[Request]] = {}     # unfinished requests' samples, index order (a group, not state)
         self.history: list[EngineStats] = []
         self._next_id = 0
         self._generated = 0
@@ -292,6 +265,8 @@ class LLMEngine:
         bad = [t for t in ids if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"prompt has token ids outside the vocabulary 0..{vocab - 1}: {bad[:5]}")
+        if not isinstance(params, SamplingParams):
+            raise ValueError(f"params must be SamplingParams, got {params!r}")
         if len(ids) + params.max_tokens > self.max_seq_len:
             raise ValueError(f"prompt of {len(ids)} tokens + max_tokens={params.max_tokens} exceeds "
                              f"max_seq_len={self.max_seq_len}")
@@ -311,8 +286,8 @@ class LLMEngine:
     def _sequence(self, request_id: int, index: int, prompt: list[int], params: SamplingParams,
                   arrival_time: float) -> Request:
         seq_id: int | str = request_id if index == 0 else f"r{request_id}.{index}"
-        return Request(seq_id, request_id, index, prompt, params,
-                       make_generator(params, request_id, self.seed, index), arrival_time)
+        return Request(seq_id, prompt, params, make_generator(params, request_id, self.seed, index), arrival_time,
+                       request_id, index)
 
     def _encode(self, prompt: str | Sequence[int]) -> list[int]:
         if isinstance(prompt, str):
@@ -328,30 +303,15 @@ class LLMEngine:
     # --- one iteration -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """One iteration: schedule, run the model once on the mixed batch, sample; return what finished."""
-        if self._start is None:
-            self._start = time.perf_counter()
         finished: list[RequestOutput] = []
         # A request asking for no tokens is done before it needs any memory.
         for request in [r for r in self.scheduler.waiting if r.params.max_tokens == 0]:
-            self.scheduler.waiting.remove(request)
+            self.scheduler.abort(request)
             finished += self._finish(request, "length", release=False)
-        step = self.scheduler.schedule()
-        self.last_step = step
-        for request in step.preempted:
-            request.num_preemptions += 1
-            self.runner.release(request.seq_id)
+        step, logits = self.forward_step()
         for request in step.failed:
-            self.runner.release(request.seq_id)
             finished += self._finish(request, "error: needs more KV memory than the whole budget", release=False)
-        for request in step.admitted:
-            if request.first_token_time is None and request.num_preemptions == 0:
-                request.num_cached_tokens = next(s.num_computed_tokens for s in step.scheduled if s.seq is request)
-        sampled: list[Request] = []
-        if not step.is_empty:
-            inputs = [t for s in step.scheduled
-                      for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
-            logits = self.runner.execute(step, inputs)
-            sampled = self._sample(step, logits)
+        sampled = self._sample(step, logits) if logits is not None else []
         for request in sampled:
             reason = self._stop_reason(request)
             if reason is not None:
@@ -360,6 +320,68 @@ class LLMEngine:
         if self.trace is not None:
             self.trace.record(self, step, step.copies)
         return finished
+
+    def forward_step(self) -> tuple[ScheduledStep, torch.Tensor | None]:
+        """Schedule and run one forward pass, without sampling: the step and its logits (one row per scheduled sequence).
+
+        :meth:`step` samples from these rows; a caller that picks tokens itself (beam search)
+        calls this, then :meth:`append_token`, :meth:`fork_sequence` and :meth:`free_sequence`.
+        """
+        if self._start is None:
+            self._start = time.perf_counter()
+        step = self.scheduler.schedule()
+        self.last_step = step
+        for request in step.preempted:
+            request.num_preemptions += 1
+            self.runner.release(request.seq_id)
+        for request in step.failed:
+            self.runner.release(request.seq_id)
+        for request in step.admitted:
+            if request.first_token_time is None and request.num_preemptions == 0:
+                request.num_cached_tokens = next(s.num_computed_tokens for s in step.scheduled if s.seq is request)
+        if step.is_empty:
+            return step, None
+        inputs = [t for s in step.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
+        return step, self.runner.execute(step, inputs)
+
+    # --- sequences, for callers that drive the loop themselves (beam search) ------------------
+    def append_token(self, request: Request, token: int, logprobs: torch.Tensor | None = None) -> None:
+        """Give a sequence its next token (what :meth:`step` does after sampling)."""
+        now = time.perf_counter()
+        request.output_token_ids.append(int(token))
+        request.token_times.append(now)
+        if request.first_token_time is None:
+            request.first_token_time = now
+        if logprobs is not None:
+            request.last_logprobs = logprobs
+        self._generated += 1
+
+    def fork_sequence(self, parent: Request, index: int | None = None) -> Request:
+        """A new running sequence continuing ``parent``'s tokens, sharing all its blocks (copy on write later).
+
+        ``index`` names it among its request's samples (default: the next free one). It is
+        the newest sequence, so it is the first to be preempted.
+        """
+        if parent.status is not Status.RUNNING:
+            raise ValueError(f"sequence {parent.seq_id!r} is {parent.status.value}; only a running one can be forked")
+        samples = self._samples.setdefault(parent.request_id, [parent])
+        index = len(samples) if index is None else index
+        seq_id = f"r{parent.request_id}.{index}"
+        if any(s.seq_id == seq_id for s in samples):
+            raise ValueError(f"sequence {seq_id!r} exists already")
+        child = parent.fork(seq_id, index, make_generator(parent.params, parent.request_id, self.seed, index))
+        self.scheduler.fork(parent, child)
+        samples.append(child)
+        return child
+
+    def free_sequence(self, request: Request) -> None:
+        """Drop a sequence wherever it is (running, waiting, swapped out), giving its memory back; no output."""
+        self.scheduler.abort(request)
+        self.runner.release(request.seq_id)
+        samples = self._samples.get(request.request_id, [])
+        i = next((k for k, s in enumerate(samples) if s is request), None)
+        if i is not None:
+            del samples[i]
 
     def _sample(self, step: ScheduledStep, logits: torch.Tensor) -> list[Request]:
         """A token for every sequence whose step reached its last token (forking ``n > 1`` requests first)."""
@@ -371,24 +393,15 @@ class LLMEngine:
             if s.seq.index == 0 and not s.seq.forked:
                 rows += [(row, child) for child in self._fork(s.seq)]
         tokens = sample_rows(logits, [(row, r.params, r.generator) for row, r in rows])
-        now = time.perf_counter()
-        for (_, request), token in zip(rows, tokens):
-            request.output_token_ids.append(token)
-            if request.first_token_time is None:
-                request.first_token_time = now
-        self._generated += len(rows)
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu() if self.keep_logprobs else None
+        for (row, request), token in zip(rows, tokens):
+            self.append_token(request, token, None if logprobs is None else logprobs[row])
         return [r for _, r in rows]
 
     def _fork(self, parent: Request) -> list[Request]:
         """Samples 1..n-1 of ``parent``'s request, sharing every block of its prefilled prompt."""
         parent.forked = True
-        children = [self._sequence(parent.request_id, i, parent.prompt_token_ids, parent.params, parent.arrival_time)
-                    for i in range(1, parent.params.n)]
-        for child in children:
-            child.num_cached_tokens = parent.num_cached_tokens
-            self.scheduler.fork(parent, child)
-        self._samples[parent.request_id] += children
-        return children
+        return [self.fork_sequence(parent, i) for i in range(1, parent.params.n)]
 
     def _stop_reason(self, request: Request) -> str | None:
         token, params = request.output_token_ids[-1], request.params
@@ -409,6 +422,7 @@ class LLMEngine:
         if release:
             self.scheduler.finish(request)
             self.runner.release(request.seq_id)
+        request.status = Status.FINISHED
         samples = self._samples[request.request_id]
         if len(samples) < request.params.n:   # it ended before its prefill forked it: so do the others
             samples += [self._sequence(request.request_id, i, request.prompt_token_ids, request.params,
@@ -479,4 +493,4 @@ class LLMEngine:
 
 
 __all__ = ["LLMEngine", "Request", "RequestOutput", "CompletionOutput", "EngineStats", "SamplingParams",
-           "ScheduledStep", "POLICIES", "DEFAULT_MAX_SEQ_LEN", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
+           "ScheduledStep", "POLICIES", "PREEMPTION_MODES", "DEFAULT_MAX_SEQ_LEN", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]

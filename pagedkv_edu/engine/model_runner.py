@@ -3,7 +3,8 @@
 The scheduler decides *what* runs (:class:`~pagedkv_edu.scheduler.ScheduledStep`); the runner
 makes it happen on the device, as vLLM v1's ``GPUModelRunner`` does:
 
-1. apply the step's copy-on-write block copies to the K/V tensors;
+1. apply the step's block copies to the K/V tensors: a swapped-out victim's blocks to host
+   memory, copy-on-write, swapped-in blocks back (in that order: each reads before the next writes);
 2. build the step's :class:`~pagedkv_edu.model.kv_store.StepMetadata` once, for all layers:
    every new token's position and cache slot, each sequence's context length, the
    cumulative query lengths, and the block tables. The block tables live in one
@@ -32,14 +33,17 @@ from ..block_table import blocks_needed
 from ..model.kv_store import ContiguousKVStore, PagedKVStore, StepMetadata
 from ..model.llama import Llama
 from ..scheduler import ScheduledStep
+from ..swap import HostKVCache, copy_blocks_between
 
 
 class ModelRunner:
     """Executes scheduled steps of one model over one KV store (paged or contiguous)."""
 
-    def __init__(self, model: Llama, store: PagedKVStore | ContiguousKVStore, max_seq_len: int) -> None:
+    def __init__(self, model: Llama, store: PagedKVStore | ContiguousKVStore, max_seq_len: int,
+                 host_cache: HostKVCache | None = None) -> None:
         self.model = model
         self.store = store
+        self.host_cache = host_cache     # where swapped-out blocks live (preemption by swap)
         self.device = model.device
         self.paged = isinstance(store, PagedKVStore)
         width = blocks_needed(max_seq_len, store.block_size) if self.paged else 1
@@ -111,11 +115,27 @@ class ModelRunner:
 
         ``input_ids`` are the step's new tokens, sequence after sequence, in ``step.scheduled`` order.
         """
-        if step.copies:
-            self.store.cache.copy_blocks(step.copies, self.store.backend)
+        self.apply_copies(step)
         meta = self.prepare(step)
         tokens = torch.tensor(input_ids, dtype=torch.int64).to(self.device, non_blocking=True)
         return self.model(tokens, meta, self.store)
+
+
+    def apply_copies(self, step: ScheduledStep) -> None:
+        """Swap out, copy on write, swap in: every source is read before a later copy can overwrite it."""
+        if not (step.swap_out or step.copies or step.swap_in):
+            return
+        assert isinstance(self.store, PagedKVStore), "only paged memory copies blocks"
+        cache = self.store.cache
+        if step.swap_out or step.swap_in:
+            assert self.host_cache is not None, "a swap needs the runner's host cache"
+            device, host = cache.k_caches + cache.v_caches, self.host_cache.k_caches + self.host_cache.v_caches
+        if step.swap_out:
+            copy_blocks_between(device, host, step.swap_out)
+        if step.copies:
+            cache.copy_blocks(step.copies, self.store.kernel_backend)   # never a reader's attention function
+        if step.swap_in:
+            copy_blocks_between(host, device, step.swap_in)
 
 
 def plan_step(manager: BlockManager, seq_ids: Sequence[Hashable], query_lens: Sequence[int],

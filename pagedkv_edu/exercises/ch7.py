@@ -1,11 +1,13 @@
-"""Grader for chapter 7's "Your turn": copy-on-write (chapter 8's prefix lookup is graded in :mod:`.ch8`).
+"""Graders for chapter 7's "Your turn": copy-on-write and beam search's fork and free (chapter 8's prefix lookup is graded in :mod:`.ch8`).
 
 Each ``check_*`` replays cases chosen to catch the usual bugs, prints pass or fail with a
 diff, and returns a bool. For copy-on-write they are: copying a block nobody else holds,
 copying a *full* shared block (it is never written again, so a new block is enough),
 forgetting to drop the reference to the shared block, and writing the new token into the
-shared block anyway. Hidden random cases (:mod:`.grading`) replay forks at block sizes other
-than the chapter's 4, most of them not powers of two.
+shared block anyway. For the prefix lookup: hitting the whole prompt (nothing left to
+compute), matching a block by its own tokens instead of its whole prefix, and jumping over
+a missing block. Hidden random cases (:mod:`.grading`) replay forks and prefix lookups at
+block sizes other than the chapter's 4, most of them not powers of two.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..checks import check_whole
 from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
 from .grading import Raised, Reader, as_int, as_int_list, grade, short
 from .solutions import ch7 as reference
@@ -145,4 +148,165 @@ def check_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int
     ``fn`` stores token number ``num_tokens`` and must update the table, the reference counts
     and the free list in place, returning the slot and the ``(source, destination)`` copy or None.
     """
-    return grade("append_with_cow", fn, COW_CASES, HIDDEN_COW_CASES, _run_cow)
+    return grade("append_with_cow（寫入時複製）", fn, COW_CASES, HIDDEN_COW_CASES, _run_cow)
+
+
+def try_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int]],
+                                     tuple[int, tuple[int, int] | None]], case: int = 0) -> list[dict[str, object]]:
+    """Run ``fn`` on shown case number ``case`` (0-3) and return every append: inputs, then outputs.
+
+    No verdict: read what your function did to the table, the reference counts and the free
+    list, step by step (it stops at the first exception and returns it as the last step's result).
+    """
+    chosen = COW_CASES[check_whole("case", case, 0, len(COW_CASES) - 1)]
+    tables = {s: list(t) for s, t, _ in chosen.tables}
+    refs, free, lengths = _ref_counts(chosen), list(chosen.free_blocks), {s: n for s, _, n in chosen.tables}
+    steps: list[dict[str, object]] = []
+    for seq in chosen.appends:
+        step: dict[str, object] = {"sequence": seq, "num_tokens": lengths[seq], "block_table": list(tables[seq]),
+                                   "ref_counts": list(refs), "free_blocks": list(free)}
+        try:
+            step["result"] = fn(tables[seq], lengths[seq], chosen.block_size, refs, free)
+        except Exception as exc:   # the reader's code: show what it raised, do not crash
+            step["result"] = exc
+            steps.append(step)
+            break
+        step.update(block_table_after=list(tables[seq]), ref_counts_after=list(refs), free_blocks_after=list(free))
+        lengths[seq] += 1
+        steps.append(step)
+    return steps
+
+
+# --- beam search: fork and free -----------------------------------------------------------------
+@dataclass(frozen=True)
+class BeamCase:
+    """The live beams' block tables (best first) and the parent each new beam continues."""
+
+    name: str
+    tables: tuple[tuple[int, ...], ...]
+    parents: tuple[int, ...]
+    num_blocks: int
+
+
+BEAM_CASES: tuple[BeamCase, ...] = (
+    BeamCase("four beams: beam 0 has three children, beam 1 one, beams 2 and 3 lose",
+             ((0, 1, 2), (0, 1, 3), (0, 1, 4), (0, 1, 5)), (0, 0, 1, 0), 8),
+    BeamCase("every beam continues itself: nothing changes", ((6, 2), (6, 4), (6, 1)), (0, 1, 2), 8),
+    BeamCase("the loser shares both its blocks with the winner: they only lose a reference",
+             ((7, 3), (7, 3), (7, 9)), (0, 0, 2), 10),
+    BeamCase("one beam", ((4, 0, 2),), (0,), 5),
+)
+
+
+def _beam_refs(case: BeamCase) -> list[int]:
+    counts = [0] * case.num_blocks
+    for table in case.tables:
+        for block in table:
+            counts[block] += 1
+    return counts
+
+
+def _beam_free(case: BeamCase) -> list[int]:
+    held = {b for t in case.tables for b in t}
+    return [b for b in range(case.num_blocks) if b not in held]
+
+
+def _hidden_beam_cases(count: int = 80, seed: int = 11) -> list[BeamCase]:
+    """Beams that share a prompt and parts of their outputs, in a pool of scattered block ids."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        k = rng.randint(1, 6)
+        num_blocks = rng.randint(16, 40)
+        ids = iter(random_table(rng, num_blocks, num_blocks))
+        prompt = [next(ids) for _ in range(rng.randint(1, 3))]
+        tables = [prompt + [next(ids) for _ in range(rng.randint(0, 2))]]
+        for _ in range(k - 1):
+            other = rng.choice(tables)
+            cut = rng.randint(len(prompt), len(other))
+            tables.append(other[:cut] + [next(ids) for _ in range(rng.randint(0, 2))])
+        parents = tuple(rng.choice([rng.randrange(k), 0]) for _ in range(k))
+        cases.append(BeamCase(f"hidden case {i + 1}", tuple(map(tuple, tables)), parents, num_blocks))
+    return cases
+
+
+HIDDEN_BEAM_CASES = _hidden_beam_cases()
+
+
+def _run_beams(fn: Reader, case: BeamCase) -> list[str]:
+    exp_refs, exp_free = _beam_refs(case), _beam_free(case)
+    expected = reference.regroup_beams([list(t) for t in case.tables], exp_refs, exp_free, list(case.parents))
+    refs, free = _beam_refs(case), _beam_free(case)
+    before = f"tables {[list(t) for t in case.tables]}, parents {list(case.parents)}, ref counts {refs}"
+    got = fn([list(t) for t in case.tables], refs, free, list(case.parents))
+    if not isinstance(got, (list, tuple)) or len(got) != len(case.parents):
+        return [before, f"expected a list of {len(case.parents)} block tables (one per new beam), got {short(got)}"]
+    tables = []
+    for table in got:
+        values, problem = as_int_list(table, "block id")
+        if values is None:
+            return [before, problem]
+        tables.append(values)
+    lines = []
+    if tables != expected:
+        lines.append(f"new tables: expected {expected}, got {tables}")
+    same = [(i, j) for i in range(len(got)) for j in range(i) if got[i] is got[j]]
+    if same and not lines:
+        i, j = same[0]
+        lines.append(f"new beams {j} and {i} are the same list object: appending a token to one would change the "
+                     f"other; a fork needs its own copy of the parent's table")
+    got_refs = [as_int(x) for x in refs]
+    if got_refs != exp_refs:
+        wrong = [b for b, (e, g) in enumerate(zip(exp_refs, got_refs)) if e != g]
+        lines.append(f"reference counts: expected {exp_refs}, got {list(refs)} (blocks {wrong} differ)")
+        if any(g is not None and g < exp_refs[b] for b, g in enumerate(got_refs)):
+            lines.append("  (a parent's second, third ... child is a fork: every block of the parent's table gains "
+                         "a reference; a block shared with a surviving beam keeps that beam's reference)")
+        if any(g is not None and g > exp_refs[b] for b, g in enumerate(got_refs)):
+            lines.append("  (every block of a beam nobody continues loses a reference; a parent's first child is "
+                         "the parent itself and adds none)")
+    free_ids = [as_int(x) for x in free]
+    if None in free_ids or sorted(free_ids) != sorted(exp_free):
+        lines.append(f"free blocks (any order): expected {sorted(exp_free)}, got {short(list(free))}"
+                     f"  (a block is free when its count reaches 0, and only then)")
+    return [before] + lines if lines else []
+
+
+def check_regroup_beams(fn: Callable[[list[list[int]], list[int], list[int], list[int]], list[list[int]]]) -> bool:
+    """Grade ``fn(tables, ref_counts, free_blocks, parents) -> new tables`` (counts and free list in place)."""
+    return grade("regroup_beams（束搜尋的分岔與釋放）", fn, BEAM_CASES, HIDDEN_BEAM_CASES, _run_beams)
+
+
+def try_regroup_beams(fn: Callable[[list[list[int]], list[int], list[int], list[int]], list[list[int]]],
+                      case: int = 0) -> dict[str, object]:
+    """Run ``fn`` on shown case number ``case`` (0-3); return its inputs and what it returned and changed."""
+    chosen = BEAM_CASES[check_whole("case", case, 0, len(BEAM_CASES) - 1)]
+    tables, refs, free = [list(t) for t in chosen.tables], _beam_refs(chosen), _beam_free(chosen)
+    out: dict[str, object] = {"tables": [list(t) for t in tables], "parents": list(chosen.parents),
+                              "ref_counts": list(refs), "free_blocks": list(free)}
+    try:
+        out["result"] = fn(tables, refs, free, list(chosen.parents))
+    except Exception as exc:   # the reader's code: show what it raised, do not crash
+        out["result"] = exc
+    out.update(ref_counts_after=list(refs), free_blocks_after=list(free))
+    return out
+
+
+# --- predict, then run ----------------------------------------------------------------------------
+def check_saving_prediction(predicted_percent: float | None, measured_percent: float, *, tolerance: float = 3.0) -> bool:
+    """Say whether the reader's predicted saving (in percent) is within ``tolerance`` points of the measured one."""
+    name = "memory saved by sharing（共享省下的記憶體）"
+    if predicted_percent is None:
+        print(f"○ {name}: no prediction yet. Write your number above, then run this cell again.")
+        return False
+    value = as_int(predicted_percent)
+    if value is None:
+        try:
+            value = float(predicted_percent)   # a float, a numpy or a one-element tensor number
+        except (TypeError, ValueError):
+            print(f"✗ {name}: {short(predicted_percent)} is not a number of percent")
+            return False
+    right = abs(value - measured_percent) <= tolerance
+    print(f"{'✓' if right else '✗'} {name}: you predicted {value:g}%, measured {measured_percent:.1f}%"
+          + ("" if right else " (the next cell explains the difference)"))
+    return right

@@ -129,14 +129,17 @@ class PagedKVStore:
 
     def __init__(self, config: "LlamaConfig", num_blocks: int, block_size: int = 16, *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                 backend: str | AttentionFn = "torch") -> None:
+                 backend: str | AttentionFn = "torch", check: bool = True) -> None:
         if not callable(backend):
             check_backend(backend)
         self.cache = PagedKVCache(config.num_layers, num_blocks, block_size, config.num_kv_heads,
                                   config.head_dim, dtype, device)
         self.backend = backend
-        # A reader's attention function replaces attention only; K/V stores still use the shipped kernel.
-        self._store_backend = backend if isinstance(backend, str) else "triton"
+        # A reader's attention function replaces attention only; K/V stores and block copies use the shipped kernels.
+        self.kernel_backend: str = backend if isinstance(backend, str) else "triton"
+        # Validate each step's slots and tables (at layer 0). The engine builds them itself and checks its
+        # input once, at add_request: it passes check=False, sparing a device-to-host sync per step.
+        self.check = check
         self.kernels: dict[str, str] = {}  # phase ("prefill" / "decode") -> the attention kernel that ran
         self.scale = config.head_dim ** -0.5
         self._plan: tuple[StepMetadata, _GatherPlan] | None = None
@@ -156,7 +159,7 @@ class PagedKVStore:
 
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata) -> None:
         # Every layer of a step uses the same slots: validate them once, at layer 0.
-        self.cache.store(layer, k, v, meta.slot_mapping, self._store_backend, check=layer == 0)
+        self.cache.store(layer, k, v, meta.slot_mapping, self.kernel_backend, check=self.check and layer == 0)
 
     def attend(self, layer: int, q: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
         """Decode, prefill and mixed steps alike: one attention call over the paged cache.
@@ -173,7 +176,7 @@ class PagedKVStore:
         if self.backend != "torch":
             return paged_attention(q, self.cache.k_caches[layer], self.cache.v_caches[layer], meta.block_tables,
                                    meta.seq_lens_tensor, meta.query_start_loc, self.scale, self.backend,
-                                   check=layer == 0, max_query_len=max(meta.query_lens))
+                                   check=self.check and layer == 0, max_query_len=max(meta.query_lens))
         plan = self._gather_plan(meta)
         k_flat = self.cache.k_caches[layer].flatten(0, 1)
         v_flat = self.cache.v_caches[layer].flatten(0, 1)

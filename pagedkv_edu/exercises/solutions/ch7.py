@@ -1,6 +1,7 @@
-"""Reference solutions to chapter 7's exercises: copy-on-write."""
+"""Reference solutions to chapter 7's exercises: copy-on-write, and beam search's fork and free."""
 
 from __future__ import annotations
+
 
 
 def append_with_cow(block_table: list[int], num_tokens: int, block_size: int, ref_counts: list[int],
@@ -24,3 +25,30 @@ def append_with_cow(block_table: list[int], num_tokens: int, block_size: int, re
         block_table[-1] = own
         copy = (shared, own)
     return block_table[-1] * block_size + num_tokens % block_size, copy
+
+
+def regroup_beams(tables: list[list[int]], ref_counts: list[int], free_blocks: list[int],
+                  parents: list[int]) -> list[list[int]]:
+    """The beams' block tables after one step of beam search chose ``parents`` (one per new beam).
+
+    A beam that no new beam continues is freed: each of its blocks loses a reference and
+    joins the free list at 0. A parent's first child is the parent itself; each further child
+    is a fork, a copy of the parent's table whose every block gains a reference.
+    """
+    for i, table in enumerate(tables):
+        if i not in parents:
+            for block in table:
+                ref_counts[block] -= 1
+                if ref_counts[block] == 0:
+                    free_blocks.append(block)
+    new: list[list[int]] = []
+    seen: set[int] = set()
+    for p in parents:
+        if p in seen:
+            for block in tables[p]:
+                ref_counts[block] += 1
+            new.append(list(tables[p]))
+        else:
+            seen.add(p)
+            new.append(tables[p])
+    return new
