@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..checks import check_whole
 from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
 from .grading import Raised, Reader, as_int, as_int_list, grade, short
+from .predict import check_prediction
 from .solutions import ch7 as reference
 
 
@@ -295,18 +296,5 @@ def try_regroup_beams(fn: Callable[[list[list[int]], list[int], list[int], list[
 # --- predict, then run ----------------------------------------------------------------------------
 def check_saving_prediction(predicted_percent: float | None, measured_percent: float, *, tolerance: float = 3.0) -> bool:
     """Say whether the reader's predicted saving (in percent) is within ``tolerance`` points of the measured one."""
-    name = "memory saved by sharing（共享省下的記憶體）"
-    if predicted_percent is None:
-        print(f"○ {name}: no prediction yet. Write your number above, then run this cell again.")
-        return False
-    value = as_int(predicted_percent)
-    if value is None:
-        try:
-            value = float(predicted_percent)   # a float, a numpy or a one-element tensor number
-        except (TypeError, ValueError):
-            print(f"✗ {name}: {short(predicted_percent)} is not a number of percent")
-            return False
-    right = abs(value - measured_percent) <= tolerance
-    print(f"{'✓' if right else '✗'} {name}: you predicted {value:g}%, measured {measured_percent:.1f}%"
-          + ("" if right else " (the next cell explains the difference)"))
-    return right
+    return check_prediction("memory saved by sharing", "共享省下的記憶體", predicted_percent, measured_percent,
+                            tolerance=tolerance, absolute=True, unit="%", why="the next cell explains the difference")
