@@ -160,3 +160,23 @@ def test_simulate_and_engine_finish_in_the_same_step_holding_the_same_tokens(tin
     assert sim.total_steps == steps
     # The longest holds prompt + output - 1 tokens at its last step: the last token is sampled, never stored.
     assert sim.steps[-1].used == 4 + 6 - 1
+
+
+# --- performance, structurally: a prompt's own K/V are not gathered back; a cached prefix by whole blocks ---
+def test_a_whole_prompt_prefill_reads_its_own_kv_without_a_gather(tiny) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    layers = tiny.model.config.num_layers
+    engine = LLMEngine(tiny.model, kv_budget_tokens=512, block_size=4, max_seq_len=128, max_num_batched_tokens=24)
+    engine.add_request(_prompts(tiny, 1, lo=40, hi=40)[0], SamplingParams(max_tokens=2, ignore_eos=True))
+    counts = []
+    for _ in range(2):          # chunk 1 (its whole context is new), chunk 2 (the first chunk is cached)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            engine.step()
+        counts.append(sum(e.name == "aten::index" for e in prof.events()))
+    # The two steps build the same metadata; the second gathers K and V of the earlier chunk in every layer
+    # (and picks its sampling row: one index more). Gathering the first chunk too would leave a difference of 1.
+    assert counts[1] - counts[0] == 2 * layers + 1
+    plan = engine.store._plan[1]
+    (_, n, length, blocks), = plan.prefills
+    assert (n, length) == (16, 40) and blocks.numel() == 10   # 10 block ids, not 40 slot ids

@@ -151,3 +151,18 @@ def test_the_cost_model_has_the_shape_of_fig_19() -> None:
     assert max(c.swap_s for c in flat) == pytest.approx(min(c.swap_s for c in flat), rel=1e-9)
     with pytest.raises(ValueError, match="block_size"):
         preemption_cost(0, 10, **OPT_13B)
+
+
+def test_the_simulator_swaps_without_recomputing_and_fig_19_holds_on_a_workload() -> None:
+    from pagedkv_edu.simulate import preemption_overhead, simulate
+    from pagedkv_edu.workload import copilot50
+
+    reqs = copilot50(0, 24)
+    swap = simulate(reqs, "paged", 4 * 2048, block_size=16, preemption_mode="swap")
+    recompute = simulate(reqs, "paged", 4 * 2048, block_size=16)
+    assert swap.preemptions > 0 and swap.recomputed_tokens == 0 < recompute.recomputed_tokens
+    assert swap.swapped_blocks > 0 and swap.total_steps <= recompute.total_steps
+    small, large = preemption_overhead(reqs, [1, 64], 4 * 2048, **OPT_13B)
+    assert small.swap_s > small.recompute_s and large.swap_s < large.recompute_s
+    with pytest.raises(ValueError, match="preemption_mode"):
+        simulate(reqs, "paged", 4 * 2048, preemption_mode="drop")

@@ -39,6 +39,7 @@ the other (``python -m pagedkv_edu serve-bench --peers`` does).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -53,7 +54,7 @@ from ..model.kv_store import ContiguousKVStore, PagedKVStore
 from ..model.llama import Llama
 from ..scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler, Status
 from ..swap import HostKVCache, SwapSpace
-from .model_runner import ModelRunner
+from .model_runner import ModelRunner, step_kind
 from .request import Request
 from .sampling import SamplingParams, make_generator, sample_rows
 from .trace import EngineTrace
@@ -133,6 +134,9 @@ class EngineStats:
     prompt_tokens: int = 0        # prompt tokens of the requests prefilled so far, each counted once
     prefix_hit_tokens: int = 0    # of those, found in the prefix cache at the first prefill: compute saved
     resumed_hit_tokens: int = 0   # tokens preempted requests found in the cache when they came back
+    step_kind: str = ""           # "prefill" (only prompt chunks), "decode" (one token each), "mixed", or "" (idle)
+    step_tokens: int = 0          # tokens this step computed
+    step_kv_tokens: int = 0       # context tokens its attention read (every scheduled sequence's length)
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -316,7 +320,7 @@ class LLMEngine:
             reason = self._stop_reason(request)
             if reason is not None:
                 finished += self._finish(request, reason, release=True)
-        self._record()
+        self._record(step)
         if self.trace is not None:
             self.trace.record(self, step, step.copies)
         return finished
@@ -466,8 +470,12 @@ class LLMEngine:
                            usage.held_slots, counts.prefill_tokens, counts.prompt_tokens, counts.prefix_hit_tokens,
                            counts.resumed_hit_tokens)
 
-    def _record(self) -> None:
-        self.history.append(self.stats())
+    def _record(self, step: ScheduledStep) -> None:
+        stats = self.stats()
+        if not step.is_empty:
+            stats = dataclasses.replace(stats, step_kind=step_kind(step), step_tokens=step.num_tokens,
+                                        step_kv_tokens=sum(s.seq_len for s in step.scheduled))
+        self.history.append(stats)
 
     # --- convenience ---------------------------------------------------------------------
     def generate(self, prompts: Sequence[str | Sequence[int]],
