@@ -180,3 +180,11 @@ def test_a_whole_prompt_prefill_reads_its_own_kv_without_a_gather(tiny) -> None:
     plan = engine.store._plan[1]
     (_, n, length, blocks), = plan.prefills
     assert (n, length) == (16, 40) and blocks.numel() == 10   # 10 block ids, not 40 slot ids
+
+
+def test_outputs_carry_each_tokens_time_for_ttft_and_itl(tiny) -> None:
+    engine = LLMEngine(tiny.model, kv_budget_tokens=256, block_size=4, max_seq_len=64)
+    engine.add_request(_prompts(tiny, 1)[0], SamplingParams(max_tokens=4, ignore_eos=True))
+    out = _drain(engine)[0]
+    assert len(out.token_times) == 4 and list(out.token_times) == sorted(out.token_times)
+    assert out.token_times[0] == out.first_token_time and out.inter_token_latency > 0

@@ -166,3 +166,25 @@ def test_the_simulator_swaps_without_recomputing_and_fig_19_holds_on_a_workload(
     assert small.swap_s > small.recompute_s and large.swap_s < large.recompute_s
     with pytest.raises(ValueError, match="preemption_mode"):
         simulate(reqs, "paged", 4 * 2048, preemption_mode="drop")
+
+
+def test_smollm2_swap_and_recompute_give_transformers_tokens() -> None:
+    """SmolLM2-135M, real weights: a pool too small for four requests, preempted by swap and by recompute."""
+    smol = load_model("smollm2-135m")
+    texts = ["The capital of France is", "A KV cache stores", "Paged attention splits the cache into",
+             "Continuous batching means"]
+    prompts = [smol.tokenizer(t)["input_ids"] for t in texts]
+    reference = generate(smol.model, prompts, 16).tokens
+    runs = {}
+    for mode in ("swap", "recompute"):
+        engine = LLMEngine(smol.model, kv_budget_tokens=48, block_size=4, max_seq_len=64, watermark=0.0,
+                           preemption_mode=mode)
+        for p in prompts:
+            engine.add_request(p, SamplingParams(max_tokens=16, ignore_eos=True))
+        out = {}
+        while engine.has_unfinished:
+            for o in engine.step():
+                out[o.request_id] = o.token_ids
+        assert engine.scheduler.num_preemptions > 0
+        runs[mode] = [out[i] for i in range(len(prompts))]
+    assert runs["swap"] == runs["recompute"] == reference

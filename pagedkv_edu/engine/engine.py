@@ -4,7 +4,7 @@
 runs:
 
 1. the **scheduler** decides the step (:mod:`pagedkv_edu.scheduler`): it grows the running
-   sequences (preempting the newest when memory runs out), admits waiting ones, and says how
+   sequences (preempting the newest when memory runs out, by recompute or by swap), admits waiting ones, and says how
    many new tokens each brings: one for a decode, a whole prompt or a chunk of one for a
    prefill. It owns the memory: the block manager (paged) or a first-fit arena of
    ``max_seq_len`` reservations (contiguous, the system before PagedAttention);
@@ -106,10 +106,17 @@ class RequestOutput:
     finish_time: float
     completions: tuple[CompletionOutput, ...] = ()
     num_cached_tokens: int = 0    # prompt tokens the prefix cache saved at the first prefill
+    token_times: tuple[float, ...] = ()   # when each of the first sample's tokens was sampled
 
     @property
     def time_to_first_token(self) -> float | None:
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+    @property
+    def inter_token_latency(self) -> float | None:
+        """Mean time between the first sample's consecutive tokens (None with fewer than two)."""
+        t = self.token_times
+        return (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None
 
     @property
     def latency(self) -> float:
@@ -454,7 +461,8 @@ class LLMEngine:
         return RequestOutput(first.request_id, first.prompt_token_ids, completions[0].token_ids, completions[0].text,
                              completions[0].finish_reason, sum(s.num_preemptions for s in samples),
                              first.arrival_time, min(started) if started else None,
-                             max(s.finish_time or 0.0 for s in samples), completions, first.num_cached_tokens)
+                             max(s.finish_time or 0.0 for s in samples), completions, first.num_cached_tokens,
+                             tuple(first.token_times))
 
     # --- state ---------------------------------------------------------------------------
     @property
