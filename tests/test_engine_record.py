@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from pagedkv_edu.attention import paged_attention
 from pagedkv_edu.block_manager import BlockManager
