@@ -168,6 +168,7 @@ def test_the_simulator_swaps_without_recomputing_and_fig_19_holds_on_a_workload(
         simulate(reqs, "paged", 4 * 2048, preemption_mode="drop")
 
 
+@pytest.mark.slow
 def test_smollm2_swap_and_recompute_give_transformers_tokens() -> None:
     """SmolLM2-135M, real weights: a pool too small for four requests, preempted by swap and by recompute."""
     smol = load_model("smollm2-135m")

@@ -385,14 +385,27 @@ class LLMEngine:
         samples.append(child)
         return child
 
-    def free_sequence(self, request: Request) -> None:
-        """Drop a sequence wherever it is (running, waiting, swapped out), giving its memory back; no output."""
+    def free_sequence(self, request: Request) -> list[RequestOutput]:
+        """Drop a sequence wherever it is (running, waiting, swapped out), giving its memory back; it has no output.
+
+        Returns its request's output if the sequences left had all finished (else an empty list).
+        """
         self.scheduler.abort(request)
         self.runner.release(request.seq_id)
         samples = self._samples.get(request.request_id, [])
         i = next((k for k, s in enumerate(samples) if s is request), None)
         if i is not None:
             del samples[i]
+        if samples and all(s.finish_reason is not None for s in samples):
+            del self._samples[request.request_id]
+            return [self._output(samples)]
+        if not samples:
+            self._samples.pop(request.request_id, None)
+        return []
+
+    def finish_sequence(self, request: Request, reason: str = "stop") -> list[RequestOutput]:
+        """End a running sequence now, with the tokens it has; its request's output once all its sequences ended."""
+        return self._finish(request, reason, release=True)
 
     def _sample(self, step: ScheduledStep, logits: torch.Tensor) -> list[Request]:
         """A token for every sequence whose step reached its last token (forking ``n > 1`` requests first)."""
@@ -433,16 +446,16 @@ class LLMEngine:
         if release:
             self.scheduler.finish(request)
             self.runner.release(request.seq_id)
-        request.status = Status.FINISHED
         samples = self._samples[request.request_id]
-        if len(samples) < request.params.n:   # it ended before its prefill forked it: so do the others
+        if len(samples) < request.params.n and not self.requests[request.request_id].forked:
+            # it ended before its prefill forked it: so do the others
             samples += [self._sequence(request.request_id, i, request.prompt_token_ids, request.params,
                                        request.arrival_time) for i in range(len(samples), request.params.n)]
             ending = samples
         else:
             ending = [request]
         for sample in ending:
-            sample.finish_reason = reason
+            sample.finish_reason, sample.status = reason, Status.FINISHED
             sample.finish_time = time.perf_counter()
             if sample.text is None:
                 sample.text = (self.tokenizer.decode(sample.output_token_ids, skip_special_tokens=True)
