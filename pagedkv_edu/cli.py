@@ -33,7 +33,7 @@ paged pool of that size is two million blocks at block size 16, :data:`~pagedkv_
 
 # Modules (beside this one, on top of the package's layers) that add their own subcommands.
 COMMAND_MODULES: tuple[str, ...] = (
-    "pagedkv_edu.generate",
+    "pagedkv_edu.bench.generate_cli",
     "pagedkv_edu.bench",
     "pagedkv_edu.bench.serve",
     "pagedkv_edu.routing_cli",

@@ -12,7 +12,9 @@ them already have their K/V in memory (``num_computed_tokens``). Each step:
 1. **Grow the running sequences first**, oldest first: each brings its uncomputed tokens
    (one for a decode; the next chunk for a prompt being prefilled in chunks). When memory runs
    out, **preempt** the most recently admitted running sequence: release its memory and put it
-   back at the front of the queue. It keeps its tokens and is recomputed when readmitted.
+   back at the front of the queue. It keeps its tokens and is recomputed when readmitted
+   (or, with ``preemption_mode="swap"``, its blocks are copied to host memory and back:
+   :mod:`pagedkv_edu.swap`, chapter 9).
 2. **Then admit** waiting sequences, first come first served, while the memory says their
    tokens fit (paged: their blocks plus a small watermark of free blocks, kept for the running
    sequences' growth). The head of the queue blocks the ones behind it, so nobody starves; a
@@ -32,7 +34,9 @@ forward pass writes a layer's K/V for the whole batch before any of it attends. 
 sequence can be **forked**: the child shares its blocks and runs from the next step on, as
 the newest sequence.
 
-The scheduler never looks at a model. What it emits, a :class:`ScheduledStep`, says which
+Every sequence's scheduling state (``status``, ``num_computed_tokens``, ``prompt_end``) lives
+on its own record (:class:`~pagedkv_edu.engine.request.Request`), found by identity, never by
+value. The scheduler never looks at a model. What it emits, a :class:`ScheduledStep`, says which
 sequences run, how many new tokens each brings, where their K/V go (block tables, or the
 start of a contiguous reservation) and which copy-on-write block copies to make first.
 """

@@ -39,7 +39,8 @@ from .checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
 from .engine.request import Request as SeqRecord
 from .engine.sampling import SamplingParams
-from .scheduler import POLICIES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from .swap import Hardware, SwapSpace
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
 WASTE_KINDS = ("over_reserved", "internal", "external")
@@ -106,6 +107,8 @@ class SimResult:
     resumed_hit_tokens: int = 0     # a preempted request finding its own blocks again (not sharing)
     evictions: int = 0              # cached blocks reused for other content
     allocator: str | None = None    # the contiguous arena's allocator (first-fit or buddy)
+    preemption_mode: str = "recompute"
+    swapped_blocks: int = 0         # blocks copied to host memory (each comes back: as many copied in)
 
     def _sum(self, name: str) -> int:
         return sum(getattr(s, name) for s in self.steps)
@@ -164,6 +167,11 @@ class SimResult:
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     @property
+    def recomputed_tokens(self) -> int:
+        """Prefill tokens computed again after preemptions (prefill less the prompts' own, less prefix hits)."""
+        return self.prefill_tokens - (self.prompt_tokens - self.hit_tokens)
+
+    @property
     def mean_queue_delay(self) -> float:
         return sum(r.queue_delay for r in self.requests) / len(self.requests)
 
@@ -219,6 +227,8 @@ def simulate(
     max_steps: int = 1_000_000,
     snapshot_steps: Iterable[int] = (),
     max_num_batched_tokens: int | None = None,
+    preemption_mode: str = "recompute",
+    swap_space_tokens: int | None = None,
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
@@ -230,7 +240,9 @@ def simulate(
     cached blocks between them. ``snapshot_steps`` (contiguous only) records the arena's
     layout at those steps, for drawing it as a strip with its holes. ``max_num_batched_tokens``
     caps the tokens computed per step (chunked prefill, as the engine does); the default, no
-    cap, prefills every admitted prompt whole.
+    cap, prefills every admitted prompt whole. ``preemption_mode="swap"`` (paged only) swaps
+    victims out to ``swap_space_tokens`` host slots (default: as many as the budget) instead of
+    recomputing them; ``swapped_blocks`` counts the blocks moved each way.
 
     The loop is the engine's: the same :class:`~pagedkv_edu.scheduler.Scheduler` owns the
     memory and decides each step, and a :class:`StandInRunner` takes the model's place.
@@ -243,6 +255,10 @@ def simulate(
     if enable_prefix_caching and policy != "paged":
         raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {policy!r}")
     check_whole("kv_budget_tokens", kv_budget_tokens, 1)
+    if preemption_mode not in PREEMPTION_MODES:
+        raise ValueError(f"unknown preemption_mode {preemption_mode!r}; choose one of {PREEMPTION_MODES}")
+    if preemption_mode == "swap" and policy != "paged":
+        raise ValueError(f"swapping moves blocks, so it needs policy='paged', not {policy!r}")
     if policy == "paged":
         check_whole("block_size", block_size, 1)
         if kv_budget_tokens < block_size:
@@ -265,7 +281,10 @@ def simulate(
     if policy == "paged":
         manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
                                enable_prefix_caching=enable_prefix_caching)
-        memory = PagedMemory(manager, watermark_blocks)
+        swap = None
+        if preemption_mode == "swap":
+            swap = SwapSpace(max(1, (swap_space_tokens or kv_budget_tokens) // block_size), block_size)
+        memory = PagedMemory(manager, watermark_blocks, swap)
         capacity = manager.pool.capacity_tokens
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
@@ -278,10 +297,11 @@ def simulate(
         raise ValueError(f"requests {too_big} can never fit in a budget of {kv_budget_tokens} tokens")
 
     result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity,
-                       prefix_caching=enable_prefix_caching, allocator=allocator if arena else None)
+                       prefix_caching=enable_prefix_caching, allocator=allocator if arena else None,
+                       preemption_mode=preemption_mode)
     records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
     result.requests = list(records.values())
-    scheduler = Scheduler(memory, max_num_batched_tokens=max_num_batched_tokens)
+    scheduler = Scheduler(memory, max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode)
     runner = StandInRunner(vocab_size)
     pending = deque(SeqRecord(r.request_id, prompt_token_ids(r, vocab_size, prompt_seed)
                               if enable_prefix_caching else None, SamplingParams(max_tokens=r.output_len),
@@ -328,6 +348,8 @@ def simulate(
             result.resumed_hit_tokens, result.prefill_tokens = counts.resumed_hit_tokens, counts.prefill_tokens
             if manager is not None and manager.prefix_cache is not None:
                 result.evictions = manager.prefix_cache.num_evictions
+            if isinstance(memory, PagedMemory) and memory.swap is not None:
+                result.swapped_blocks = memory.swap.blocks_out
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
 
@@ -368,3 +390,41 @@ def _record(step: int, running: list[SeqRecord], num_waiting: int, head: SeqReco
     external = arena.stranded(reservations[head.seq_id]) if head is not None else 0
     return StepRecord(step, len(running), num_waiting, usage.stored_tokens, over, internal, external,
                       usage.capacity - arena.reserved - external)
+
+
+@dataclass(frozen=True)
+class PreemptionOverhead:
+    """One block size of :func:`preemption_overhead`: what preemption moved or recomputed, and its modelled time."""
+
+    block_size: int
+    preemptions: int              # recompute run
+    recomputed_tokens: int        # measured by the recompute run
+    swaps: int                    # swap run
+    swapped_blocks: int           # measured by the swap run, each way
+    recompute_s: float            # modelled: recomputed tokens at the prefill throughput
+    swap_s: float                 # modelled: a copy per block per layer for K and V, out and in
+
+
+def preemption_overhead(requests: Iterable[Request], block_sizes: Iterable[int], kv_budget_tokens: int, *,
+                        num_params: float, num_layers: int, kv_bytes_per_token: int, hw: Hardware = Hardware(),
+                        **sim: object) -> list[PreemptionOverhead]:
+    """Recompute against swap on one workload, by block size: the paper's Fig. 19(a) with this book's scheduler.
+
+    At each block size the workload is simulated twice, preempting by recompute and by swap.
+    The simulations *count* (tokens recomputed, blocks swapped); the cost model of
+    :mod:`pagedkv_edu.swap` turns the counts into seconds on the hardware ``hw``, for a model
+    of ``num_params`` parameters (``swap.OPT_13B`` is the paper's).
+    """
+    reqs = list(requests)
+    out = []
+    for size in block_sizes:
+        recompute = simulate(reqs, "paged", kv_budget_tokens, block_size=size, **sim)   # type: ignore[arg-type]
+        swap = simulate(reqs, "paged", kv_budget_tokens, block_size=size, preemption_mode="swap",
+                        **sim)   # type: ignore[arg-type]
+        copies = 2 * 2 * num_layers * swap.swapped_blocks          # K and V of every layer, out and in
+        moved = 2 * swap.swapped_blocks * size * kv_bytes_per_token
+        out.append(PreemptionOverhead(
+            size, recompute.preemptions, recompute.recomputed_tokens, swap.preemptions, swap.swapped_blocks,
+            2 * num_params * recompute.recomputed_tokens / hw.prefill_flops_per_s,
+            copies * hw.copy_latency_s + moved / hw.pcie_bytes_per_s))
+    return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from pagedkv_edu.attention import paged_attention
 from pagedkv_edu.block_manager import BlockManager
@@ -160,3 +159,64 @@ def test_simulate_and_engine_finish_in_the_same_step_holding_the_same_tokens(tin
     assert sim.total_steps == steps
     # The longest holds prompt + output - 1 tokens at its last step: the last token is sampled, never stored.
     assert sim.steps[-1].used == 4 + 6 - 1
+
+
+# --- performance, structurally: a prompt's own K/V are not gathered back; a cached prefix by whole blocks ---
+def test_a_whole_prompt_prefill_reads_its_own_kv_without_a_gather(tiny) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    layers = tiny.model.config.num_layers
+    engine = LLMEngine(tiny.model, kv_budget_tokens=512, block_size=4, max_seq_len=128, max_num_batched_tokens=24)
+    engine.add_request(_prompts(tiny, 1, lo=40, hi=40)[0], SamplingParams(max_tokens=2, ignore_eos=True))
+    counts = []
+    for _ in range(2):          # chunk 1 (its whole context is new), chunk 2 (the first chunk is cached)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            engine.step()
+        counts.append(sum(e.name == "aten::index" for e in prof.events()))
+    # The two steps build the same metadata; the second gathers K and V of the earlier chunk in every layer
+    # (and picks its sampling row: one index more). Gathering the first chunk too would leave a difference of 1.
+    assert counts[1] - counts[0] == 2 * layers + 1
+    plan = engine.store._plan[1]
+    (_, n, length, blocks), = plan.prefills
+    assert (n, length) == (16, 40) and blocks.numel() == 10   # 10 block ids, not 40 slot ids
+
+
+def test_outputs_carry_each_tokens_time_for_ttft_and_itl(tiny) -> None:
+    engine = LLMEngine(tiny.model, kv_budget_tokens=256, block_size=4, max_seq_len=64)
+    engine.add_request(_prompts(tiny, 1)[0], SamplingParams(max_tokens=4, ignore_eos=True))
+    out = _drain(engine)[0]
+    assert len(out.token_times) == 4 and list(out.token_times) == sorted(out.token_times)
+    assert out.token_times[0] == out.first_token_time and out.inter_token_latency > 0
+
+
+def test_a_caller_can_drive_forks_itself_as_beam_search_will(tiny) -> None:
+    from pagedkv_edu.engine import Status
+
+    prompt = _prompts(tiny, 1, lo=7, hi=7)[0]                 # 7 tokens in blocks of 4: a shared, half-full block
+    engine = LLMEngine(tiny.model, kv_budget_tokens=256, block_size=4, max_seq_len=64, keep_logprobs=True)
+    rid = engine.add_request(prompt, SamplingParams(max_tokens=8))
+    step, logits = engine.forward_step()
+    parent = engine.requests[rid]
+    first, second = logits[0].topk(2).indices.tolist()
+    child = engine.fork_sequence(parent)
+    assert child.parent is parent and child.status is Status.RUNNING and child.seq_id == f"r{rid}.1"
+    assert engine.block_manager.table(child.seq_id).block_ids == engine.block_manager.table(rid).block_ids
+    engine.append_token(parent, first)
+    engine.append_token(child, second)
+    step, logits = engine.forward_step()
+    assert [s.seq for s in step.scheduled] == [parent, child] and step.copies   # the half-full block is copied
+    assert logits.shape[0] == 2
+    assert engine.free_sequence(child) == [] and child.status is Status.FINISHED
+    assert child.seq_id not in engine.block_manager.tables
+    (out,) = engine.finish_sequence(parent, "length")
+    assert out.token_ids == [first] and len(out.completions) == 1
+    assert engine.block_manager.pool.num_free == engine.block_manager.pool.num_blocks and not engine.has_unfinished
+
+
+def test_keep_logprobs_leaves_each_sequences_last_distribution_on_its_record(tiny) -> None:
+    engine = LLMEngine(tiny.model, kv_budget_tokens=256, block_size=4, max_seq_len=64, keep_logprobs=True)
+    rid = engine.add_request(_prompts(tiny, 1)[0], SamplingParams(max_tokens=3))
+    engine.step()
+    lp = engine.requests[rid].last_logprobs
+    assert lp.shape == (tiny.model.config.vocab_size,) and abs(float(lp.exp().sum()) - 1) < 1e-4
+    assert int(lp.argmax()) == engine.requests[rid].output_token_ids[-1]     # greedy took the most likely

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.scheduler import PagedMemory, Scheduler, seats_of
+from pagedkv_edu.scheduler import PagedMemory, Scheduler, Status, seats_of
+from pagedkv_edu.swap import SwapSpace
 
 STEPS = Counter()   # schedule() calls across the whole run: the test below checks there were enough
 
@@ -48,11 +49,14 @@ class Seq:
 
 class SchedulerMachine(RuleBasedStateMachine):
     @initialize(num_blocks=st.integers(2, 24), block_size=st.integers(1, 4), watermark=st.integers(0, 2),
-                max_num_seqs=st.none() | st.integers(1, 6), budget=st.none() | st.integers(1, 24))
+                max_num_seqs=st.none() | st.integers(1, 6), budget=st.none() | st.integers(1, 24),
+                host_blocks=st.none() | st.integers(1, 16))
     def build(self, num_blocks: int, block_size: int, watermark: int, max_num_seqs: int | None,
-              budget: int | None) -> None:
+              budget: int | None, host_blocks: int | None) -> None:
         self.manager = BlockManager(num_blocks, block_size, enable_prefix_caching=True)
-        self.scheduler = Scheduler(PagedMemory(self.manager, watermark), max_num_seqs, budget)
+        self.swap = None if host_blocks is None else SwapSpace(host_blocks, block_size)   # preemption by swap
+        self.scheduler = Scheduler(PagedMemory(self.manager, watermark, self.swap), max_num_seqs, budget,
+                                   "recompute" if self.swap is None else "swap")
         self.finished: list[Seq] = []
         self.added: list[Seq] = []
         self.next_id = 0
@@ -95,6 +99,8 @@ class SchedulerMachine(RuleBasedStateMachine):
             if s.samples:
                 s.seq.output.append(token)
         self.finished += step.failed
+        STEPS["swapped_out"] += len(step.swapped_out)
+        STEPS["blocks_swapped_in"] += len(step.swap_in)
 
     @precondition(lambda self: any(s.output for s in self.scheduler.running))
     @rule(data=st.data())
@@ -143,6 +149,17 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert self.manager.table(seq_id).num_tokens == self._computed(seq) <= seq.num_tokens
 
     @invariant()
+    def swapped_sequences_and_only_they_hold_host_blocks(self) -> None:
+        if self.swap is None:
+            return
+        swapped = {s.seq_id: s for s in self.scheduler.waiting if s.status is Status.SWAPPED}
+        assert set(self.swap.tables) == set(swapped)
+        held = [b for host, _ in self.swap.tables.values() for b in host]
+        assert len(held) == len(set(held)) == self.swap.pool.num_used
+        for seq_id, (host, tokens) in self.swap.tables.items():
+            assert tokens == swapped[seq_id].num_computed_tokens and len(host) == -(-tokens // self.manager.block_size)
+
+    @invariant()
     def no_request_is_lost(self) -> None:
         places = Counter(s.seq_id for s in [*self.scheduler.waiting, *self.scheduler.running, *self.finished])
         assert places == Counter(s.seq_id for s in self.added), "a request is lost or in two places"
@@ -158,3 +175,4 @@ def test_the_machine_ran_at_least_ten_thousand_steps() -> None:
         import pytest
         pytest.skip("the state machine did not run in this session (selected alone)")
     assert STEPS["steps"] >= 10_000, STEPS
+    assert STEPS["swapped_out"] >= 20 and STEPS["blocks_swapped_in"] >= 20, STEPS   # the swap path ran too

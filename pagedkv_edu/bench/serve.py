@@ -24,6 +24,11 @@ tokens. Issue 13's comparison is 16 full-length requests with outputs divided by
     python -m pagedkv_edu serve-bench --policy paged --peers --num-requests 16 --output-scale 0.2 \
         --out results/serve-$(date -u +%F)-peers.json
 
+``--breakdown`` profiles one more paged run and reports, per step kind (prefill, decode,
+mixed), the seconds spent in linear layers, attention, K/V gathers and everything else, and
+the floor of a decode step: the weights plus the K/V it reads, over the copy bandwidth this
+machine reached in the bench's own copy test (:func:`decode_floor`).
+
 **How to benchmark.** Timings are only worth recording on an idle machine: on a 2-core CPU a
 second busy process made the engine ten times slower in one run. Close everything else, let
 torch use every core (the default; ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` if you must
@@ -122,12 +127,115 @@ def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall
             "waiting": [s.num_waiting for s in history],
             "kv_usage": [round(s.kv_usage, 4) for s in history],
             "kv_utilisation": [round(s.kv_utilisation, 4) for s in history],
+            "step_kind": [s.step_kind for s in history],
+            "step_kv_tokens": [s.step_kv_tokens for s in history],
         },
         "per_request": [{"id": o.request_id, "ttft_s": round(o.time_to_first_token or 0.0, 3),
                          "latency_s": round(o.latency, 3), "preemptions": o.num_preemptions,
                          "cached_tokens": o.num_cached_tokens} for o in outputs],
         "token_ids": [o.token_ids for o in outputs],
     }
+
+
+# --- where the time goes (issue 20's performance targets) -------------------------------------------
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "linear": ("aten::linear", "aten::addmm", "aten::mm", "aten::matmul"),
+    "attention": ("scaled_dot_product",),
+    "kv_gather": ("aten::index", "aten::index_select"),
+}
+"""Profiler op names (prefixes for attention) of each category; what no category claims is "other"."""
+
+
+def _category(name: str) -> str | None:
+    for cat, names in CATEGORIES.items():
+        if name in names or (cat == "attention" and any(n in name for n in names)):
+            return cat
+    return None
+
+
+def breakdown_from_events(events: Any) -> dict[str, dict[str, float]]:
+    """Seconds per step kind and category, from ``torch.profiler`` events of steps labelled by the runner.
+
+    Each ``pagedkv.step.<kind>`` range's time is split among the top-most ops of each category
+    (an op inside a linear layer counts as linear); the rest is ``other``. Also counts the steps.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for event in events:
+        if not event.name.startswith("pagedkv.step."):
+            continue
+        kind = event.name.removeprefix("pagedkv.step.")
+        row = out.setdefault(kind, {"steps": 0, "total_s": 0.0, **{c: 0.0 for c in CATEGORIES}, "other": 0.0})
+        row["steps"] += 1
+        row["total_s"] += event.cpu_time_total / 1e6
+        stack = list(event.cpu_children)
+        claimed = 0.0
+        while stack:
+            child = stack.pop()
+            cat = _category(child.name)
+            if cat is None:
+                stack.extend(child.cpu_children)
+            else:
+                row[cat] += child.cpu_time_total / 1e6
+                claimed += child.cpu_time_total / 1e6
+        row["other"] += event.cpu_time_total / 1e6 - claimed
+    return {k: {key: round(v, 4) if isinstance(v, float) else v for key, v in row.items()} for k, row in out.items()}
+
+
+def profile_engine(model: LoadedModel, setup: ServeSetup, *, backend: str = "torch") -> dict[str, dict[str, float]]:
+    """One more paged run under ``torch.profiler``; its :func:`breakdown_from_events` (profiling slows it)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    engine = LLMEngine(model.model, model.tokenizer, kv_budget_tokens=setup.kv_budget_tokens,
+                       block_size=setup.block_size, max_seq_len=setup.max_seq_len, backend=backend)
+    params = [SamplingParams(max_tokens=r.output_len, ignore_eos=True) for r in setup.requests]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        engine.generate(setup.prompts, params, use_tqdm=False)
+    return breakdown_from_events(prof.events())
+
+
+def copy_bandwidth(num_bytes: int = 256 * 2**20, repeats: int = 5, device: str | torch.device = "cpu") -> float:
+    """Bytes per second one large tensor copy reads here (best of ``repeats``): the roofline of a decode step."""
+    src = torch.ones(num_bytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        if src.is_cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        dst.copy_(src)
+        if src.is_cuda:
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return num_bytes / best
+
+
+def weight_bytes(model: LoadedModel) -> int:
+    """Bytes of every weight a forward pass reads (tied embeddings once)."""
+    seen: set[int] = set()
+    total = 0
+    for t in [model.model.embed, model.model.lm_head, model.model.final_norm,
+              *(w for layer in model.model.layers for w in vars(layer).values())]:
+        if isinstance(t, torch.Tensor) and t.data_ptr() not in seen:
+            seen.add(t.data_ptr())
+            total += t.numel() * t.element_size()
+    return total
+
+
+def decode_floor(timeline: dict[str, list[Any]], weights: int, kv_bytes_per_token: int,
+                 bandwidth: float) -> dict[str, Any]:
+    """Each decode step's time against its floor: (weights + K/V read) / bandwidth. ``timeline`` is a run's."""
+    steps, floors = [], []
+    elapsed, kinds, kv = timeline["elapsed_s"], timeline["step_kind"], timeline["step_kv_tokens"]
+    for i in range(1, len(elapsed)):
+        if kinds[i] == "decode":
+            steps.append(elapsed[i] - elapsed[i - 1])
+            floors.append((weights + kv[i] * kv_bytes_per_token) / bandwidth)
+    if not steps:
+        return {"decode_steps": 0}
+    return {"decode_steps": len(steps), "mean_step_s": round(statistics.fmean(steps), 5),
+            "mean_floor_s": round(statistics.fmean(floors), 5),
+            "ratio_to_floor": round(statistics.fmean(steps) / statistics.fmean(floors), 2),
+            "weights_bytes": weights, "copy_bandwidth_bytes_per_s": round(bandwidth)}
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -209,6 +317,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--few-shot", type=whole_number(0, 1000), default=0, metavar="SHOTS",
                    help="add SHOTS worked examples of 160 tokens to the shared system prompt (5 = about 1,000 shared)")
     p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
+    p.add_argument("--breakdown", action="store_true",
+                   help="profile one more paged run: seconds per step kind in linear layers, attention, K/V gathers, "
+                        "other; and each decode step against its memory-bandwidth floor")
     add_json_flag(p)
     add_out_flag(p)
     p.set_defaults(func=run_serve_bench)
@@ -239,6 +350,10 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.prefix_caching:
         record["prefix_caching"] = prefix_caching_gain(runs["paged"], runs[PREFIX_RUN])
+    if args.breakdown and "paged" in runs:
+        record["decode_floor"] = decode_floor(runs["paged"]["timeline"], weight_bytes(model),
+                                              model.model.kv_bytes_per_token(), copy_bandwidth(device=model.model.device))
+        record["breakdown"] = profile_engine(model, setup, backend=args.backend)
     if "paged" in runs and "contiguous" in runs:
         paged, contiguous = runs["paged"], runs["contiguous"]
         record["ratios"] = {  # None where the contiguous figure is 0 (e.g. no request ever waited)

@@ -4,7 +4,7 @@
 runs:
 
 1. the **scheduler** decides the step (:mod:`pagedkv_edu.scheduler`): it grows the running
-   sequences (preempting the newest when memory runs out), admits waiting ones, and says how
+   sequences (preempting the newest when memory runs out, by recompute or by swap), admits waiting ones, and says how
    many new tokens each brings: one for a decode, a whole prompt or a chunk of one for a
    prefill. It owns the memory: the block manager (paged) or a first-fit arena of
    ``max_seq_len`` reservations (contiguous, the system before PagedAttention);
@@ -39,6 +39,7 @@ the other (``python -m pagedkv_edu serve-bench --peers`` does).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -53,7 +54,7 @@ from ..model.kv_store import ContiguousKVStore, PagedKVStore
 from ..model.llama import Llama
 from ..scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler, Status
 from ..swap import HostKVCache, SwapSpace
-from .model_runner import ModelRunner
+from .model_runner import ModelRunner, step_kind
 from .request import Request
 from .sampling import SamplingParams, make_generator, sample_rows
 from .trace import EngineTrace
@@ -105,10 +106,17 @@ class RequestOutput:
     finish_time: float
     completions: tuple[CompletionOutput, ...] = ()
     num_cached_tokens: int = 0    # prompt tokens the prefix cache saved at the first prefill
+    token_times: tuple[float, ...] = ()   # when each of the first sample's tokens was sampled
 
     @property
     def time_to_first_token(self) -> float | None:
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+    @property
+    def inter_token_latency(self) -> float | None:
+        """Mean time between the first sample's consecutive tokens (None with fewer than two)."""
+        t = self.token_times
+        return (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None
 
     @property
     def latency(self) -> float:
@@ -133,6 +141,9 @@ class EngineStats:
     prompt_tokens: int = 0        # prompt tokens of the requests prefilled so far, each counted once
     prefix_hit_tokens: int = 0    # of those, found in the prefix cache at the first prefill: compute saved
     resumed_hit_tokens: int = 0   # tokens preempted requests found in the cache when they came back
+    step_kind: str = ""           # "prefill" (only prompt chunks), "decode" (one token each), "mixed", or "" (idle)
+    step_tokens: int = 0          # tokens this step computed
+    step_kv_tokens: int = 0       # context tokens its attention read (every scheduled sequence's length)
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -316,7 +327,7 @@ class LLMEngine:
             reason = self._stop_reason(request)
             if reason is not None:
                 finished += self._finish(request, reason, release=True)
-        self._record()
+        self._record(step)
         if self.trace is not None:
             self.trace.record(self, step, step.copies)
         return finished
@@ -374,14 +385,27 @@ class LLMEngine:
         samples.append(child)
         return child
 
-    def free_sequence(self, request: Request) -> None:
-        """Drop a sequence wherever it is (running, waiting, swapped out), giving its memory back; no output."""
+    def free_sequence(self, request: Request) -> list[RequestOutput]:
+        """Drop a sequence wherever it is (running, waiting, swapped out), giving its memory back; it has no output.
+
+        Returns its request's output if the sequences left had all finished (else an empty list).
+        """
         self.scheduler.abort(request)
         self.runner.release(request.seq_id)
         samples = self._samples.get(request.request_id, [])
         i = next((k for k, s in enumerate(samples) if s is request), None)
         if i is not None:
             del samples[i]
+        if samples and all(s.finish_reason is not None for s in samples):
+            del self._samples[request.request_id]
+            return [self._output(samples)]
+        if not samples:
+            self._samples.pop(request.request_id, None)
+        return []
+
+    def finish_sequence(self, request: Request, reason: str = "stop") -> list[RequestOutput]:
+        """End a running sequence now, with the tokens it has; its request's output once all its sequences ended."""
+        return self._finish(request, reason, release=True)
 
     def _sample(self, step: ScheduledStep, logits: torch.Tensor) -> list[Request]:
         """A token for every sequence whose step reached its last token (forking ``n > 1`` requests first)."""
@@ -422,16 +446,16 @@ class LLMEngine:
         if release:
             self.scheduler.finish(request)
             self.runner.release(request.seq_id)
-        request.status = Status.FINISHED
         samples = self._samples[request.request_id]
-        if len(samples) < request.params.n:   # it ended before its prefill forked it: so do the others
+        if len(samples) < request.params.n and not self.requests[request.request_id].forked:
+            # it ended before its prefill forked it: so do the others
             samples += [self._sequence(request.request_id, i, request.prompt_token_ids, request.params,
                                        request.arrival_time) for i in range(len(samples), request.params.n)]
             ending = samples
         else:
             ending = [request]
         for sample in ending:
-            sample.finish_reason = reason
+            sample.finish_reason, sample.status = reason, Status.FINISHED
             sample.finish_time = time.perf_counter()
             if sample.text is None:
                 sample.text = (self.tokenizer.decode(sample.output_token_ids, skip_special_tokens=True)
@@ -450,7 +474,8 @@ class LLMEngine:
         return RequestOutput(first.request_id, first.prompt_token_ids, completions[0].token_ids, completions[0].text,
                              completions[0].finish_reason, sum(s.num_preemptions for s in samples),
                              first.arrival_time, min(started) if started else None,
-                             max(s.finish_time or 0.0 for s in samples), completions, first.num_cached_tokens)
+                             max(s.finish_time or 0.0 for s in samples), completions, first.num_cached_tokens,
+                             tuple(first.token_times))
 
     # --- state ---------------------------------------------------------------------------
     @property
@@ -466,8 +491,12 @@ class LLMEngine:
                            usage.held_slots, counts.prefill_tokens, counts.prompt_tokens, counts.prefix_hit_tokens,
                            counts.resumed_hit_tokens)
 
-    def _record(self) -> None:
-        self.history.append(self.stats())
+    def _record(self, step: ScheduledStep) -> None:
+        stats = self.stats()
+        if not step.is_empty:
+            stats = dataclasses.replace(stats, step_kind=step_kind(step), step_tokens=step.num_tokens,
+                                        step_kv_tokens=sum(s.seq_len for s in step.scheduled))
+        self.history.append(stats)
 
     # --- convenience ---------------------------------------------------------------------
     def generate(self, prompts: Sequence[str | Sequence[int]],

@@ -115,10 +115,11 @@ class ModelRunner:
 
         ``input_ids`` are the step's new tokens, sequence after sequence, in ``step.scheduled`` order.
         """
-        self.apply_copies(step)
-        meta = self.prepare(step)
-        tokens = torch.tensor(input_ids, dtype=torch.int64).to(self.device, non_blocking=True)
-        return self.model(tokens, meta, self.store)
+        with torch.profiler.record_function(f"pagedkv.step.{step_kind(step)}"):   # a label for serve-bench's profile
+            self.apply_copies(step)
+            meta = self.prepare(step)
+            tokens = torch.tensor(input_ids, dtype=torch.int64).to(self.device, non_blocking=True)
+            return self.model(tokens, meta, self.store)
 
 
     def apply_copies(self, step: ScheduledStep) -> None:
@@ -136,6 +137,12 @@ class ModelRunner:
             cache.copy_blocks(step.copies, self.store.kernel_backend)   # never a reader's attention function
         if step.swap_in:
             copy_blocks_between(host, device, step.swap_in)
+
+
+def step_kind(step: ScheduledStep) -> str:
+    """"decode" (every sequence brings one token), "prefill" (none does) or "mixed"."""
+    ones = sum(s.num_new_tokens == 1 and not s.is_prefill for s in step.scheduled)
+    return "decode" if ones == len(step.scheduled) else "prefill" if ones == 0 else "mixed"
 
 
 def plan_step(manager: BlockManager, seq_ids: Sequence[Hashable], query_lens: Sequence[int],

@@ -121,7 +121,7 @@ class _GatherPlan:
     decode_rows: torch.Tensor | None     # token rows of the one-token sequences
     decode_slots: torch.Tensor | None    # [num_decodes, max_len] context slots (padding repeats slot 0)
     decode_valid: torch.Tensor | None    # [num_decodes, max_len] mask of real positions
-    prefills: tuple[tuple[int, int, torch.Tensor], ...]   # (first token row, query length, context slots)
+    prefills: tuple[tuple[int, int, int, torch.Tensor], ...]   # (first token row, query length, context length, blocks)
 
 
 class PagedKVStore:
@@ -143,6 +143,7 @@ class PagedKVStore:
         self.kernels: dict[str, str] = {}  # phase ("prefill" / "decode") -> the attention kernel that ran
         self.scale = config.head_dim ** -0.5
         self._plan: tuple[StepMetadata, _GatherPlan] | None = None
+        self._fresh: tuple[int, StepMetadata, torch.Tensor, torch.Tensor] | None = None   # the layer's K/V just written
 
     @property
     def block_size(self) -> int:
@@ -160,6 +161,7 @@ class PagedKVStore:
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata) -> None:
         # Every layer of a step uses the same slots: validate them once, at layer 0.
         self.cache.store(layer, k, v, meta.slot_mapping, self.kernel_backend, check=self.check and layer == 0)
+        self._fresh = (layer, meta, k, v)
 
     def attend(self, layer: int, q: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
         """Decode, prefill and mixed steps alike: one attention call over the paged cache.
@@ -190,8 +192,14 @@ class PagedKVStore:
             if not plan.prefills:   # a decode step: the rows are the whole output, in order
                 return rows
             out[plan.decode_rows] = rows
-        for start, n, slots in plan.prefills:   # prefill rows: each sequence's K/V gathered, then masked SDPA
-            out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k_flat[slots], v_flat[slots], self.scale)
+        fresh = self._fresh if self._fresh is not None and self._fresh[0] == layer and self._fresh[1] is meta else None
+        k_cache, v_cache = self.cache.k_caches[layer], self.cache.v_caches[layer]
+        for start, n, length, blocks in plan.prefills:   # prefill rows: each sequence's K/V, then causal SDPA
+            if length == n and fresh is not None:        # all of its context is this step's: no gather at all
+                k, v = fresh[2][start:start + n], fresh[3][start:start + n]
+            else:                                        # a cached prefix (an earlier chunk): whole blocks at once
+                k, v = k_cache[blocks].flatten(0, 1)[:length], v_cache[blocks].flatten(0, 1)[:length]
+            out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k, v, self.scale)
         return out
 
     def _gather_plan(self, meta: StepMetadata) -> _GatherPlan:
@@ -215,8 +223,8 @@ class PagedKVStore:
         prefills = []
         for i, n in enumerate(meta.query_lens):
             if n > 1:
-                pos = torch.arange(meta.seq_lens[i], device=device)
-                prefills.append((starts[i], n, meta.block_tables[i, pos // size].to(torch.int64) * size + pos % size))
+                length = meta.seq_lens[i]
+                prefills.append((starts[i], n, length, meta.block_tables[i, :-(-length // size)].to(torch.int64)))
         plan = _GatherPlan(rows, slots, valid, tuple(prefills))
         self._plan = (meta, plan)
         return plan
