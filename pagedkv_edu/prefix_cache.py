@@ -13,9 +13,10 @@ and the memory. That is vLLM v1's automatic prefix caching, in four rules:
 2. **A hit takes a reference** (``ref + 1``). A cached block whose last owner finished sits
    in the pool's free queue with its contents intact; a hit pulls it out (``BlockPool.touch``).
 3. **Eviction is lazy**: a freed block keeps its hash until the pool hands it out again
-   (``BlockPool.on_reuse``). Sequences free their blocks tail first and the queue is FIFO, so
-   the least recently used blocks go first, and of one sequence its end before its shared
-   beginning.
+   (``BlockPool.on_reuse``). As in vLLM v1 at ``c59cb79``, a freed block with no hash goes to
+   the front of the free queue (reused first) and a cached one to the back; sequences free
+   their blocks tail first, so the least recently used cached blocks go first, and of one
+   sequence its end before its shared beginning (chapter 8).
 4. **At least one token is computed**: the hit is capped at ``num_tokens - 1``, because the
    model must run on the last prompt token to produce the logits of the first output token.
    A prompt that is a whole number of cached blocks therefore recomputes its last block
@@ -105,6 +106,7 @@ class PrefixCache:
         self.hit_tokens = 0        # of those, found in the cache: prefill tokens saved
         self.num_evictions = 0
         pool.on_reuse = self._evict
+        pool.is_cached = self.__contains__    # the free queue keeps cached blocks longest (vLLM v1, c59cb79)
 
     # --- hashing -----------------------------------------------------------------------
     def chain(self, token_ids: Sequence[int], known: Sequence[BlockHash] = ()) -> list[BlockHash]:
