@@ -1,166 +1,29 @@
-"""Graders for chapters 3 and 4: gathering a sequence out of the paged cache, and online softmax.
-
-``check_gather_kv`` fills every cache slot of the chapter's cases with its own slot number, so a
-wrong row says where it came from: "position 17 holds slot 23 (block 1, offset 7), a block this
-sequence does not own" is exactly the message a block-table bug needs. Its hidden cases use
-random caches in float64, float32, float16 and bfloat16, block sizes that are not powers of two,
-and lengths 0, 1 and exact multiples of the block size; a wrong row is still traced to its slot
-(by looking it up), and a result in another dtype than the cache's is named as such.
+"""Graders for chapter 4's first steps: the online-softmax update in PyTorch, and four warm-up
+Triton puzzles.
 
 ``check_online_softmax_update`` replays the reader's update tile by tile and names the first
 tile, and the first quantity (running max, running sum or accumulator), that leaves the
 contract, with the dtype and the size of the error; one case has scores near 1,000, where a
-softmax without the running max overflows. Hidden cases vary the tile widths (odd ones
-included), the number of heads, and run in float32 as well as float64.
+softmax without the running max overflows, and one a tile of only padding (-inf), where a
+tile-local max gives NaN. Hidden cases vary the tile widths (odd ones included), the number
+of heads, and run in float32 as well as float64.
 
 Each ``check_*`` prints its verdict (:mod:`.grading`) and returns it as a bool.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, random_table
 from .grading import Raised, Reader, grade, short
-from .solutions import ch3_4 as reference
-
-MAX_SHOWN = 4  # wrong positions printed per failing case
+from .solutions import ch4 as reference
 
 
-# --- chapter 3: gather ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GatherCase:
-    name: str
-    num_blocks: int
-    block_size: int
-    block_table: tuple[int, ...]
-    seq_len: int
-    dtype: torch.dtype = torch.float64
-    num_kv_heads: int = 2
-    head_dim: int = 3
-    seed: int | None = None   # None: the slot-numbered cache; else a random one from this seed
-
-
-GATHER_CASES: tuple[GatherCase, ...] = (
-    GatherCase("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4", 8, 4, (7, 1, 3), 9),
-    GatherCase("a full last block: 8 tokens in [5, 2], block size 4", 8, 4, (5, 2), 8),
-    GatherCase("one token", 6, 16, (4,), 1),
-    GatherCase("block size 1: [3, 0, 2]", 5, 1, (3, 0, 2), 3),
-    GatherCase("a table longer than the sequence ([6, 0, -1, -1]: unused entries)", 8, 8, (6, 0, -1, -1), 11),
-)
-
-CACHE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
-
-
-def _hidden_gather_cases(count: int = 60, seed: int = 4) -> list[GatherCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        used = rng.randint(0, 4)
-        seq_len = 0 if used == 0 else rng.choice([used * b, (used - 1) * b + 1, rng.randint((used - 1) * b + 1, used * b)])
-        num_blocks = used + rng.randint(1, 6)
-        table = random_table(rng, num_blocks, used) + rng.choice([[], [-1], [-1, -1]])
-        dtype = CACHE_DTYPES[i % len(CACHE_DTYPES)]
-        cases.append(GatherCase(
-            f"hidden case {i + 1}: {seq_len} tokens in table {table}, block size {b}, "
-            f"{num_blocks} blocks, {str(dtype).removeprefix('torch.')} cache",
-            num_blocks, b, tuple(table), seq_len, dtype, rng.randint(1, 3), rng.randint(2, 5), seed * 1000 + i))
-    return cases
-
-
-HIDDEN_GATHER_CASES = _hidden_gather_cases()
-
-
-def slot_numbered_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2, head_dim: int = 3) -> torch.Tensor:
-    """A float64 cache whose every element of slot s is s + (head, dim) / 1000: rows name their slot."""
-    slots = torch.arange(num_blocks * block_size, dtype=torch.float64)
-    fraction = torch.arange(num_kv_heads * head_dim, dtype=torch.float64).view(num_kv_heads, head_dim) / 1000
-    return (slots[:, None, None] + fraction).view(num_blocks, block_size, num_kv_heads, head_dim)
-
-
-def case_cache(case: GatherCase) -> torch.Tensor:
-    """The cache a case is graded on: slot-numbered, or random in the case's dtype."""
-    if case.seed is None:
-        return slot_numbered_cache(case.num_blocks, case.block_size, case.num_kv_heads, case.head_dim)
-    gen = torch.Generator().manual_seed(case.seed)
-    shape = (case.num_blocks, case.block_size, case.num_kv_heads, case.head_dim)
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(case.dtype)
-
-
-def _slot_of(row: torch.Tensor, flat: torch.Tensor) -> int | None:
-    """Which cache slot holds exactly this row, if any."""
-    if row.shape != flat.shape[1:]:
-        return None
-    hits = (flat == row.to(flat.dtype)).flatten(1).all(1).nonzero()
-    return int(hits[0]) if len(hits) else None
-
-
-def _describe_slot(slot: int | None, row: torch.Tensor, case: GatherCase) -> str:
-    if slot is None:
-        first = float(row.flatten()[0]) if row.numel() else math.nan
-        return f"a row that is not any slot's (first value {first:.4g})"
-    block, offset = divmod(slot, case.block_size)
-    owned = case.block_table[: -(-case.seq_len // case.block_size)]
-    mine = "" if block in owned else ", a block this sequence does not own"
-    return f"slot {slot} (block {block}, offset {offset}{mine})"
-
-
-def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
-    cache = case_cache(case)
-    expected = reference.gather_kv(cache, case.block_table, case.seq_len)
-    try:
-        got = fn(cache.clone(), list(case.block_table), case.seq_len)
-    except Raised as exc:
-        hint = ""
-        if case.seq_len == 0:
-            hint = " (the sequence is empty: the answer is a tensor with 0 rows)"
-        elif isinstance(exc.error, IndexError):
-            hint = (f" (the cache holds {case.num_blocks * case.block_size} slots: {case.num_blocks} blocks, and the "
-                    f"block size here is {case.block_size}, cache.shape[1])")
-        return [str(exc) + hint]
-    if not isinstance(got, torch.Tensor):
-        return [f"expected a tensor of shape {tuple(expected.shape)}, got {short(got)}"]
-    if got.shape != expected.shape:
-        line = f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
-        if got.dim() == 3 and got.shape[0] == -(-case.seq_len // case.block_size) * case.block_size:
-            line += " (whole blocks: the empty tail of the last block is not part of the sequence)"
-        return [line]
-    if got.dtype != cache.dtype:
-        same = torch.equal(got, expected.to(got.dtype))
-        return [f"dtype: the cache is {cache.dtype} but the result is {got.dtype}. A gather copies rows, it "
-                f"does not convert them: create the result with dtype=cache.dtype, or index the cache"
-                + (" (the rows are the right ones otherwise)" if same else "")]
-    wrong = [p for p in range(case.seq_len) if not torch.equal(got[p], expected[p])]
-    if not wrong:
-        return []
-    flat = cache.reshape(-1, case.num_kv_heads, case.head_dim)
-    slots = [_slot_of(got[p], flat) for p in range(case.seq_len)]
-    lines = []
-    if all(s is not None for s in slots):
-        cause = diagnose_slots(case.block_table, case.block_size, range(case.seq_len), slots)
-        lines += [cause] if cause else []
-    lines.append(f"{len(wrong)} of {case.seq_len} positions wrong")
-    for p in wrong[:MAX_SHOWN]:
-        lines.append(f"  position {p}: expected {_describe_slot(_slot_of(expected[p], flat), expected[p], case)}, "
-                     f"got {_describe_slot(slots[p], got[p], case)}")
-    if len(wrong) > MAX_SHOWN:
-        lines.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
-    return lines
-
-
-def check_gather_kv(fn: Callable[[torch.Tensor, Sequence[int], int], torch.Tensor]) -> bool:
-    """Grade ``fn(cache, block_table, seq_len) -> [seq_len, num_kv_heads, head_dim]`` in the cache's dtype."""
-    return grade("gather_kv", fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)
-
-
-# --- chapter 4: online softmax ----------------------------------------------------------------
+# --- online softmax ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SoftmaxCase:
@@ -182,6 +45,7 @@ SOFTMAX_CASES: tuple[SoftmaxCase, ...] = (
     SoftmaxCase("scores near 1,000 (exp overflows without the running max)", (4, 4), 5.0, base=1000.0),
     SoftmaxCase("a ragged last tile padded with -inf", (8, 8, 8), 0.0, mask_last=True),
     SoftmaxCase("one tile", (16,), 0.0),
+    SoftmaxCase("a last tile of only padding (-inf): a tile-local max gives NaN", (4, 4, 1), 0.0, mask_last=True),
 )
 
 # Relative and (relative to the largest value) absolute tolerance of each dtype's state.
