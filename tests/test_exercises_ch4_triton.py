@@ -162,6 +162,17 @@ def slots_off_by_one(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
     return tl.load(table_row_ptr + pos // BLOCK_SIZE, mask=mask_n, other=0) * BLOCK_SIZE + pos % BLOCK_SIZE
 
 
+@triton.jit
+def slots_no_mask(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    """Right slots for every position inside the sequence; reads the table past its last block."""
+    return tl.load(table_row_ptr + offs_n // BLOCK_SIZE) * BLOCK_SIZE + offs_n % BLOCK_SIZE
+
+
+def test_tile_slots_rejects_an_unmasked_table_load(capsys):
+    ok, out = _verdict(grader.check_tile_slots, slots_no_mask, capsys)
+    assert not ok and "the slots are right, but a load" in out and "mask=mask_n" in out, out
+
+
 @pytest.mark.parametrize("good", [solution.tile_slots, slots_divmod_style], ids=["solution", "divmod style"])
 def test_tile_slots_accepts(good, capsys):
     ok, out = _verdict(grader.check_tile_slots, good, capsys)
@@ -217,6 +228,8 @@ def load_mutant(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
     if LOAD_V == "no_col_mask":
         mask = mask_n[:, None] & (offs_d >= 0)[None, :]
     x = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0)
+    if LOAD_V == "no_other":   # the interpreter alone fills masked lanes with 0; a GPU leaves them undefined
+        x = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask)
     if LOAD_V == "hard_coded":
         x = x * 0.0
     return x
@@ -235,7 +248,7 @@ def offs_n_all(mask_n):
     return mask_n | (mask_n == 0)
 
 
-LOAD_MUTANTS = ("pow2", "flat_slot", "head_stride", "no_head", "no_row_mask", "no_col_mask", "hard_coded")
+LOAD_MUTANTS = ("pow2", "flat_slot", "head_stride", "no_head", "no_row_mask", "no_col_mask", "no_other", "hard_coded")
 
 
 @pytest.mark.parametrize("good", [solution.load_tile, load_where_style], ids=["solution", "where style"])
@@ -290,6 +303,12 @@ def update_mutant(m_i, l_i, acc, qk, v):
     acc_new = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
     if UPDATE_V == "acc_not_rescaled":
         acc_new = acc + tl.dot(p, v, input_precision="ieee")
+    if UPDATE_V == "tile_local_max":   # right arithmetic, but qk - (-inf) is NaN on a tile of only padding
+        m_tile = tl.max(qk, 1)
+        p = tl.exp2(qk - m_tile[:, None])
+        beta = tl.exp2(m_tile - m_new)
+        l_new = l_i * alpha + tl.sum(p, 1) * beta
+        acc_new = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee") * beta[:, None]
     if UPDATE_V == "hard_coded":
         return m_i, l_i, acc
     return m_new, l_new, acc_new
@@ -303,7 +322,7 @@ def _update_mutant(variant: str):
 
 
 UPDATE_MUTANTS = ("forgets_old_max", "alpha_sign", "natural_exp", "no_max_subtraction", "l_not_rescaled",
-                  "acc_not_rescaled", "hard_coded")
+                  "acc_not_rescaled", "tile_local_max", "hard_coded")
 
 
 @pytest.mark.parametrize("good", [solution.softmax_tile_update, update_natural_exp_sum_style],

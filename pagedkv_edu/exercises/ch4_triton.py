@@ -19,12 +19,14 @@ Each ``check_*`` prints its verdict and returns a bool.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from itertools import accumulate
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .. import runtime  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
@@ -56,10 +58,72 @@ def _root_message(exc: BaseException) -> str:
     return f"{type(seen).__name__}: {text}" if type(seen).__name__ not in text[:40] else text
 
 
-def _launch(run: Callable[[], None]) -> str | None:
-    """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub."""
+@dataclass(frozen=True)
+class Forbidden:
+    """Addresses ``[start, end)`` that no unmasked lane may load (``what`` names them in a failure)."""
+
+    start: int
+    end: int
+    what: str
+    item_bytes: int = 4
+
+
+@contextlib.contextmanager
+def watched_loads(forbidden: tuple[Forbidden, ...] = ()) -> Iterator[list[str]]:
+    """While grading in the interpreter, make two load bugs visible that it would otherwise hide.
+
+    * A masked ``tl.load`` without ``other=`` reads NaN in its masked lanes (floats only). The
+      interpreter fills them with 0, so a kernel that multiplies them in would pass here; on a
+      GPU those lanes hold whatever the registers held, and ``0 x NaN`` poisons a sum.
+    * A lane that is not masked and reads an address in ``forbidden`` (a block table's entries
+      past the sequence's last block) is recorded in the yielded list, as "what, entry i".
+
+    On a GPU the kernel is compiled and nothing is patched: the list stays empty.
+    """
+    seen: list[str] = []
     try:
-        run()
+        from triton.runtime import interpreter
+        builder = interpreter.interpreter_builder
+        original = type(builder).create_masked_load
+    except (ImportError, AttributeError):   # compiled (or an interpreter without this hook): nothing to watch
+        yield seen
+        return
+    if runtime.BACKEND == "cuda":
+        yield seen
+        return
+
+    def load(ptrs, mask, other, cache_policy, is_volatile):  # noqa: ANN001, ANN202  (the interpreter's API)
+        lanes = np.broadcast_to(mask.data, ptrs.data.shape)
+        for f in forbidden:
+            hit = lanes & (ptrs.data >= f.start) & (ptrs.data < f.end)
+            if hit.any():
+                seen.append(f"{f.what}, entry {int((ptrs.data[hit].min() - f.start) // f.item_bytes)}")
+        element = ptrs.get_element_ty()
+        if other is None and element.is_floating():
+            np_type = interpreter._get_np_dtype(element)
+            fill = 0x7FC0 if element == tl.bfloat16 else float("nan")   # bf16 is carried as its 16 bits
+            other = interpreter.TensorHandle(np.full(ptrs.data.shape, fill, dtype=np_type), element)
+        return original(builder, ptrs, mask, other, cache_policy, is_volatile)
+
+    builder.create_masked_load = load
+    try:
+        yield seen
+    finally:
+        del builder.create_masked_load
+
+
+def _launch(run: Callable[[], None], seen: list[str] | None = None,
+            forbidden: tuple[Forbidden, ...] = ()) -> str | None:
+    """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub.
+
+    Masked lanes loaded without ``other=`` read NaN while it runs, and loads of ``forbidden``
+    addresses are appended to ``seen`` (:func:`watched_loads`).
+    """
+    try:
+        with watched_loads(forbidden) as reads:
+            run()
+        if seen is not None:
+            seen.extend(reads)
     except NotImplementedError as exc:
         raise _Unsolved from exc
     except Exception as exc:  # the reader's kernel may raise anything; its message is the diff
@@ -361,6 +425,18 @@ def _build_paged(case: Case) -> _Paged:
                   n_tiles)
 
 
+def table_padding(table: torch.Tensor, used: list[int]) -> tuple[Forbidden, ...]:
+    """The entries of each row of ``table`` past its sequence's ``used[i]`` blocks, and any rows after them."""
+    item = table.element_size()
+    row = table.stride(0) * item
+    base = table.data_ptr()
+    # Entry 0 is always inside a row, so a clamped index (tl.where(mask_n, index, 0)) may read it.
+    regions = [Forbidden(base + i * row + max(n, 1) * item, base + (i + 1) * row,
+                         f"sequence {i}'s block-table row", item) for i, n in enumerate(used)]
+    regions.append(Forbidden(base + len(used) * row, base + table.numel() * item, "a row past the last sequence", item))
+    return tuple(regions)
+
+
 def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> str | None:
     """Name a known mistake when the wrong slot is exactly what it would give."""
     shift = max(B.bit_length() - 1, 0)
@@ -390,8 +466,10 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
     paged = _build_paged(case)
     num_seqs = len(p["lens"])
     out = torch.full((num_seqs, paged.n_tiles * tile), float("nan"), dtype=torch.float64, device=paged.table.device)
+    reads: list[str] = []
     error = _launch(lambda: _tile_slots_harness[(num_seqs, paged.n_tiles)](
-        paged.table, paged.seq_lens, out, paged.table.stride(0), out.stride(0), BLOCK_SIZE=B, TILE_N=tile, FN=fn))
+        paged.table, paged.seq_lens, out, paged.table.stride(0), out.stride(0), BLOCK_SIZE=B, TILE_N=tile, FN=fn),
+        reads, table_padding(paged.table, [-(-n // B) for n in p["lens"]]))
     if error:
         return [error]
     for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
@@ -410,7 +488,16 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
                     hint = _slot_hint(int(got), pos, B, table)
                     lines += [hint] if hint else []
                 return lines
+    if reads:
+        return [past_the_table(reads[0])]
     return []
+
+
+def past_the_table(read: str) -> str:
+    """The failure of a kernel whose slots are right but which read the table past the sequence."""
+    return (f"the slots are right, but a load whose lanes were not masked read {read}, past the sequence's last "
+            f"block: load the table with mask=mask_n, so positions past the sequence read nothing (on a GPU the "
+            f"row may end there, and the read would fall outside it)")
 
 
 def check_tile_slots(fn: object) -> bool:
@@ -516,6 +603,8 @@ def _softmax_cases() -> list[Case]:
         Case("scores near 1,400 in base 2 (exp2 overflows float32 without the running max)",
              dict(G=1, T=4, D=2, tiles=2, shift=3.0, base=1400.0)),
         Case("a ragged last tile padded with -inf", dict(G=4, T=8, D=4, tiles=3, shift=0.0, ragged=True)),
+        Case("a last tile of only padding (all -inf), as a split's tail can be: nothing may change",
+             dict(G=2, T=4, D=4, tiles=3, shift=0.0, empty_last=True)),
         Case("GQA group 3 padded to 4 rows (the padding row's query is 0, so its scores are 0)",
              dict(G=4, T=4, D=4, tiles=3, shift=2.0, zero_rows=1)),
     ]
@@ -550,6 +639,8 @@ def _run_update(fn: object, case: Case) -> list[str]:
             qk[G - p["zero_rows"]:] = 0.0
         if p.get("ragged") and t == p["tiles"] - 1:
             qk[:, max(1, T // 2):] = float("-inf")
+        if p.get("empty_last") and t == p["tiles"] - 1:
+            qk[:] = float("-inf")
         v = torch.randn(T, D, generator=gen).float()
         want = _update_reference(*(x.double() for x in state32), qk.double(), v.double())
         outs = tuple(torch.full_like(x, float("nan")).to(device) for x in state32)
@@ -574,6 +665,9 @@ def _run_update(fn: object, case: Case) -> list[str]:
 
 
 def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
+    if p.get("empty_last") and tile == p["tiles"] - 1 and not math.isfinite(got):
+        return ["hint: this tile is all padding, so its own max is -inf and qk - (-inf) is NaN: subtract the "
+                "running max m_new = max(m_i, the tile's max), which is finite after the first tile"]
     if not math.isfinite(got):
         return ["hint: inf or NaN: exp2 of a large score overflows float32 unless the running max is "
                 "subtracted first (exp2(qk - m_new))"]
