@@ -13,6 +13,7 @@ Each ``check_*`` prints its verdict (:mod:`.grading`) and returns it as a bool.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,3 +166,268 @@ def check_online_softmax_update(
     the state it is given.
     """
     return grade("online_softmax_update", fn, SOFTMAX_CASES, HIDDEN_SOFTMAX_CASES, _run_softmax)
+
+
+# --- warm-up Triton puzzles ---------------------------------------------------------------------------
+# Four small kernels, each meeting one idea of the paged kernel: program ids and a masked load with other=,
+# a gather through an index tensor, a row-wise reduction, and tl.dot. Each grader launches the reader's
+# kernel in the interpreter (compiled on a GPU) with outputs poisoned with NaN and NaN past every
+# valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
+
+from .. import runtime  # noqa: E402
+from .ch4_triton import Case, Forbidden, _grade, _launch, _np2  # noqa: E402
+
+import triton  # noqa: E402
+
+
+def _dot_floor() -> int:
+    return 16 if runtime.BACKEND == "cuda" else 1
+
+
+def _pad_copy_cases() -> list[Case]:
+    cases = [Case("10 values, blocks of 4, 3 programs (the last block is ragged)", dict(n=10, block=4, programs=3)),
+             Case("8 values, one block of 8 (nothing to mask)", dict(n=8, block=8, programs=1)),
+             Case("1 value, blocks of 4, 2 programs (the second program has nothing to copy)",
+                  dict(n=1, block=4, programs=2))]
+    rng = random.Random(41)
+    for i in range(3):
+        block = rng.choice((2, 4, 8, 16))
+        n = rng.randint(1, 40)
+        cases.append(Case(f"hidden case {i + 1} (seeded random): {n} values, blocks of {block}",
+                          dict(n=n, block=block, programs=-(-n // block) + rng.randint(0, 1), seed=i)))
+    return cases
+
+
+def _pad_copy_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(p.get("seed", 0) + 7)
+    total = p["programs"] * p["block"]
+    x = torch.full((total + p["block"],), float("nan"))      # NaN past the n values
+    x[: p["n"]] = torch.randn(p["n"], generator=gen)
+    expected = torch.zeros(total)
+    expected[: p["n"]] = x[: p["n"]]
+    return x.to(runtime.device()), torch.full((total,), float("nan"), device=runtime.device()), expected
+
+
+def try_pad_copy(kernel: object, n: int = 10, block: int = 4, programs: int = 3) -> dict:
+    """Run ``kernel[(programs,)](x, out, n, BLOCK=block)`` once; return x, out and the expected out."""
+    x, out, expected = _pad_copy_inputs(dict(n=n, block=block, programs=programs))
+    kernel[(programs,)](x, out, n, BLOCK=block)
+    return dict(x=x[:n].cpu(), out=out.cpu(), expected=expected)
+
+
+def _run_pad_copy(kernel: object, case: Case) -> list[str]:
+    p = case.params
+    x, out, expected = _pad_copy_inputs(p)
+    error = _launch(lambda: kernel[(p["programs"],)](x, out, p["n"], BLOCK=p["block"]))
+    if error:
+        return [error]
+    got = out.cpu()
+    bad = ~((got == expected) | (torch.isnan(got) & torch.isnan(expected)))
+    if not bool(bad.any()):
+        return []
+    i = int(bad.nonzero()[0])
+    lines = [f"out[{i}] (program {i // p['block']}, lane {i % p['block']}): expected {float(expected[i]):.4g}, "
+             f"got {float(got[i]):.4g}"]
+    if math.isnan(float(got[i])) and i >= p["n"]:
+        lines.append(f"hint: position {i} is past the n = {p['n']} values, where x holds NaN here: load with "
+                     "mask=offs < n and other=0.0, and store the whole block")
+    elif math.isnan(float(got[i])):
+        lines.append(f"hint: nothing was stored at {i}: program pid covers pid * BLOCK .. pid * BLOCK + BLOCK - 1 "
+                     "(offs = pid * BLOCK + tl.arange(0, BLOCK))")
+    return lines
+
+
+def check_pad_copy(kernel: object) -> bool:
+    """Puzzle 1: ``out[i] = x[i]`` for ``i < n``, 0 for the rest of the last block; grid (programs,)."""
+    return _grade("pad_copy（帶遮罩的載入）", _pad_copy_cases(), lambda case: _run_pad_copy(kernel, case))
+
+
+def _gather_cases() -> list[Case]:
+    cases = [Case("5 rows gathered by index [3, 0, 3, 6, 1] from 7, head_dim 4, blocks of 4 rows",
+                  dict(rows=7, idx=[3, 0, 3, 6, 1], dim=4, block=4)),
+             Case("one row", dict(rows=3, idx=[2], dim=8, block=2))]
+    rng = random.Random(42)
+    for i in range(3):
+        rows, n = rng.randint(2, 9), rng.randint(1, 11)
+        cases.append(Case(f"hidden case {i + 1} (seeded random): {n} indices into {rows} rows",
+                          dict(rows=rows, idx=[rng.randrange(rows) for _ in range(n)], dim=rng.choice((2, 4, 8)),
+                               block=rng.choice((2, 4, 8)), seed=i)))
+    return cases
+
+
+def _gather_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(p.get("seed", 0) + 11)
+    device = runtime.device()
+    n, block, guard = len(p["idx"]), p["block"], p["rows"]
+    src = torch.full((p["rows"] + 1, p["dim"]), float("nan"))   # the last row is a NaN guard
+    src[: p["rows"]] = torch.randn(p["rows"], p["dim"], generator=gen)
+    width = -(-n // block) * block + block
+    idx = torch.full((width,), guard, dtype=torch.int32)         # past n: the guard row
+    idx[:n] = torch.tensor(p["idx"], dtype=torch.int32)
+    out = torch.full((width, p["dim"]), float("nan"))
+    return src.to(device), idx.to(device), out.to(device), src[idx[:n].long()]
+
+
+def try_gather_rows(kernel: object, idx: tuple[int, ...] = (3, 0, 3, 6, 1), rows: int = 7, dim: int = 4,
+                    block: int = 4) -> dict:
+    """Run ``kernel[(cdiv(n, block),)](src, idx, out, n, D=dim, BLOCK_N=block)`` once; return src, idx, out."""
+    src, index, out, expected = _gather_inputs(dict(rows=rows, idx=list(idx), dim=dim, block=block))
+    n = len(idx)
+    kernel[(-(-n // block),)](src, index, out, n, D=dim, BLOCK_N=block)
+    return dict(src=src[:rows].cpu(), idx=list(idx), out=out[:n].cpu(), expected=expected)
+
+
+def _run_gather(kernel: object, case: Case) -> list[str]:
+    p = case.params
+    src, idx, out, expected = _gather_inputs(p)
+    n = len(p["idx"])
+    item = idx.element_size()
+    reads: list[str] = []
+    forbidden = (Forbidden(idx.data_ptr() + n * item, idx.data_ptr() + idx.numel() * item, "idx", item),)
+    error = _launch(lambda: kernel[(-(-n // p["block"]),)](src, idx, out, n, D=p["dim"], BLOCK_N=p["block"]),
+                    reads, forbidden)
+    if error:
+        return [error]
+    got = out.cpu()
+    for i in range(n):
+        if not torch.equal(got[i], expected[i]):
+            hits = [r for r in range(p["rows"]) if torch.equal(got[i], src.cpu()[r])]
+            what = f"row {hits[0]} of src" if hits else ("NaN (nothing stored)" if bool(torch.isnan(got[i]).all())
+                                                        else "no row of src")
+            return [f"out row {i}: idx[{i}] = {p['idx'][i]}, so expected src row {p['idx'][i]}; got {what}"]
+    if bool((~torch.isnan(got[n:])).any()):
+        row = n + int((~torch.isnan(got[n:])).any(1).nonzero()[0])
+        return [f"out row {row} was written, but there are only n = {n} indices: mask the store (rows >= n)"]
+    if reads:
+        return [f"the rows are right, but a load whose lanes were not masked read {reads[0]} (past n = {n}): "
+                "mask the index load with rows < n (on a GPU the index tensor may end there)"]
+    return []
+
+
+def check_gather_rows(kernel: object) -> bool:
+    """Puzzle 2: ``out[i, :] = src[idx[i], :]`` for ``i < n``; grid (cdiv(n, BLOCK_N),)."""
+    return _grade("gather_rows（經由索引收集）", _gather_cases(), lambda case: _run_gather(kernel, case))
+
+
+def _stats_cases() -> list[Case]:
+    cases = [Case("3 rows of lengths 5, 1 and 8 in blocks of 8", dict(lens=[5, 1, 8], block=8)),
+             Case("every value negative: the max is not 0", dict(lens=[3, 6], block=8, shift=-50.0)),
+             Case("values near 100: exp overflows float32 without subtracting the max",
+                  dict(lens=[4, 7], block=8, shift=100.0))]
+    rng = random.Random(43)
+    for i in range(3):
+        block = rng.choice((4, 8, 16))
+        cases.append(Case(f"hidden case {i + 1} (seeded random): blocks of {block}",
+                          dict(lens=[rng.randint(1, block) for _ in range(rng.randint(1, 4))], block=block,
+                               shift=rng.choice((0.0, -30.0, 60.0)), seed=i)))
+    return cases
+
+
+def _stats_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                    torch.Tensor]:
+    gen = torch.Generator().manual_seed(p.get("seed", 0) + 13)
+    device = runtime.device()
+    rows, block = len(p["lens"]), p["block"]
+    x = torch.full((rows, block + 3), float("nan"))   # NaN past each row's length
+    for r, n in enumerate(p["lens"]):
+        x[r, :n] = torch.randn(n, generator=gen) * 3 + p.get("shift", 0.0)
+    want_max = torch.stack([x[r, :n].double().max() for r, n in enumerate(p["lens"])])
+    want_sum = torch.stack([torch.exp(x[r, :n].double() - want_max[r]).sum() for r, n in enumerate(p["lens"])])
+    lens = torch.tensor(p["lens"], dtype=torch.int32)
+    nan = torch.full((rows,), float("nan"))
+    return x.to(device), lens.to(device), nan.clone().to(device), nan.clone().to(device), want_max, want_sum
+
+
+def try_row_stats(kernel: object, lens: tuple[int, ...] = (5, 1, 8), block: int = 8) -> dict:
+    """Run ``kernel[(rows,)](x, lengths, row_max, row_sum, x.stride(0), BLOCK=block)`` once."""
+    x, lengths, mx, sm, want_max, want_sum = _stats_inputs(dict(lens=list(lens), block=block))
+    kernel[(len(lens),)](x, lengths, mx, sm, x.stride(0), BLOCK=block)
+    return dict(x=[x[r, :n].cpu() for r, n in enumerate(lens)], row_max=mx.cpu(), row_sum=sm.cpu(),
+                expected_max=want_max.float(), expected_sum=want_sum.float())
+
+
+def _run_stats(kernel: object, case: Case) -> list[str]:
+    p = case.params
+    x, lengths, mx, sm, want_max, want_sum = _stats_inputs(p)
+    error = _launch(lambda: kernel[(len(p["lens"]),)](x, lengths, mx, sm, x.stride(0), BLOCK=p["block"]))
+    if error:
+        return [error]
+    for name, got, want in (("row_max", mx.cpu().double(), want_max), ("row_sum", sm.cpu().double(), want_sum)):
+        bad = ~torch.isclose(got, want, rtol=1e-5, atol=1e-6)
+        if bool(bad.any()):
+            r = int(bad.nonzero()[0])
+            lines = [f"{name}[{r}] (a row of {p['lens'][r]} values in a block of {p['block']}): expected "
+                     f"{float(want[r]):.6g}, got {float(got[r]):.6g}"]
+            if name == "row_max" and float(got[r]) == 0.0 and float(want[r]) < 0:
+                lines.append("hint: the masked lanes read 0, which is larger than every value here: load with "
+                             "other=-float('inf') so padding never wins the max")
+            elif not math.isfinite(float(got[r])):
+                lines.append("hint: inf or NaN: subtract the row's max before exp, and give the masked lanes a "
+                             "value that adds nothing (other=-inf: exp(-inf) = 0)")
+            return lines
+    return []
+
+
+def check_row_stats(kernel: object) -> bool:
+    """Puzzle 3: per row, the max of its first ``lengths[r]`` values and the sum of exp(x - max); grid (rows,)."""
+    return _grade("row_stats（逐列歸約）", _stats_cases(), lambda case: _run_stats(kernel, case))
+
+
+def _scores_cases() -> list[Case]:
+    cases = [Case("4 query heads, 5 keys in a block of 8, head_dim 8", dict(g=4, n=5, d=8, block=8)),
+             Case("1 query head, 8 keys (nothing masked), head_dim 4", dict(g=1, n=8, d=4, block=8))]
+    rng = random.Random(44)
+    for i in range(3):
+        block = rng.choice((4, 8, 16))
+        cases.append(Case(f"hidden case {i + 1} (seeded random): keys in a block of {block}",
+                          dict(g=rng.choice((1, 2, 4)), n=rng.randint(1, block), d=rng.choice((2, 4, 8)), block=block,
+                               seed=i)))
+    return cases
+
+
+def _scores_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float, dict]:
+    floor = _dot_floor()
+    g, d, block = max(p["g"], floor), max(p["d"], floor), max(p["block"], floor)
+    gen = torch.Generator().manual_seed(p.get("seed", 0) + 17)
+    device = runtime.device()
+    q = torch.randn(g, d, generator=gen)
+    k = torch.full((block, d), float("nan"))   # NaN past the n keys
+    k[: p["n"]] = torch.randn(p["n"], d, generator=gen)
+    scale = d ** -0.5
+    want = torch.full((g, block), float("-inf"), dtype=torch.float64)
+    want[:, : p["n"]] = q.double() @ k[: p["n"]].double().T * scale
+    out = torch.full((g, block), float("nan"))
+    return q.to(device), k.to(device), out.to(device), want, scale, dict(G=g, D=d, BLOCK_N=block)
+
+
+def try_scores(kernel: object, g: int = 4, n: int = 5, d: int = 8, block: int = 8) -> dict:
+    """Run ``kernel[(1,)](q, k, out, n, scale, G=g, D=d, BLOCK_N=block)`` once; return q, k, out and expected."""
+    q, k, out, want, scale, meta = _scores_inputs(dict(g=g, n=n, d=d, block=block))
+    kernel[(1,)](q, k, out, n, scale, **meta)
+    return dict(q=q.cpu(), k=k[:n].cpu(), scale=scale, out=out.cpu(), expected=want.float())
+
+
+def _run_scores(kernel: object, case: Case) -> list[str]:
+    p = case.params
+    q, k, out, want, scale, meta = _scores_inputs(p)
+    error = _launch(lambda: kernel[(1,)](q, k, out, p["n"], scale, **meta))
+    if error:
+        return [error]
+    got = out.cpu().double()
+    ok = torch.isclose(got, want, rtol=1e-5, atol=1e-5) | (torch.isinf(want) & (got == want))
+    if bool(ok.all()):
+        return []
+    gi, j = (int(i) for i in (~ok).nonzero()[0])
+    lines = [f"out[{gi}, {j}] (query head {gi}, key {j} of n = {p['n']}): expected {float(want[gi, j]):.5g}, "
+             f"got {float(got[gi, j]):.5g}"]
+    if j >= p["n"]:
+        lines.append("hint: keys past n are padding: their score must be -inf (tl.where(offs_n < n, s, "
+                     "float('-inf'))), so a softmax gives them weight 0")
+    elif bool(torch.isclose(got[gi, j], want[gi, j] / scale, rtol=1e-5)):
+        lines.append("hint: multiply q·k by scale")
+    return lines
+
+
+def check_scores(kernel: object) -> bool:
+    """Puzzle 4: ``out[g, j] = scale * q[g]·k[j]`` for keys ``j < n``, -inf after; one program, tl.dot."""
+    return _grade("scores（以 tl.dot 計算分數）", _scores_cases(), lambda case: _run_scores(kernel, case))
