@@ -338,8 +338,7 @@ def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | Non
             return report(name, [f"{case.name}:"] + ["  " + p for p in problems]
                           + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
     except _Unsolved:
-        print(f"○ {name}: {NOT_SOLVED}")
-        return False
+        return report(name, [], not_solved_line=NOT_SOLVED)
     report(f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases)", [])
     if mark is not None:
         path = Path(mark)

@@ -36,7 +36,7 @@ from .solutions import ch4_triton as solution
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-NOT_SOLVED = "not solved yet: the later cells use the shipped solution"
+NOT_SOLVED = "not solved yet: write it above and run the cell again"
 
 
 class _Unsolved(Exception):
@@ -130,7 +130,12 @@ def _launch(run: Callable[[], None], seen: list[str] | None = None,
         message = _root_message(exc)
         if "NotImplementedError" in message:
             raise _Unsolved from exc
-        return f"the launch raised {message.splitlines()[0][:300]}"
+        text = f"the launch raised {message.splitlines()[0][:300]}"
+        if "unsupported dtype" in message:
+            text += (" (the interpreter refuses a mask that combines a block with a scalar test, as in "
+                     "block_mask & (slot >= 0): section 2's 'How the graders work' says why; test the scalar with "
+                     "if, or broadcast it first)")
+        return text
     return None
 
 
@@ -151,8 +156,7 @@ def _grade(name: str, cases: list[Case], run_case: Callable[[Case], list[str]]) 
                 return report(name, [f"{case.label}:"] + ["  " + p for p in problems]
                               + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
     except _Unsolved:
-        print(f"○ {name}: {NOT_SOLVED}")
-        return False
+        return report(name, [], not_solved_line=NOT_SOLVED)
     return report(f"{name} ({len(cases)} cases)", [])
 
 
@@ -286,7 +290,7 @@ def _run_store(kernel: object, case: Case) -> list[str]:
                 problems.append(f"program {t} (token {t}) maps to {_where(s, B)}: {name} head {head} there should "
                                 f"be token {t}'s {name} row, but it holds "
                                 f"{_row_owner(got[s // B, s % B, head], k, v, head)} (dtype {_dtype_name(dtype)})")
-                return problems + _store_hints(s, B)
+                return problems + _store_hints(s, B, cache.k, k[t])
     for name, got, want in (("K", cache.k, expected_k), ("V", cache.v, expected_v)):
         stray = ~_same(got, want).flatten(2).all(dim=-1)  # [blocks, B]: slots that changed but should not
         if bool(stray.any()):
@@ -295,7 +299,7 @@ def _run_store(kernel: object, case: Case) -> list[str]:
             padding = [t for t, x in enumerate(slots) if x < 0]
             problems.append(f"{_where(s, B)} was written in the {name} cache, but no token maps there" +
                             (f" (tokens {padding} are padding, slot -1: skip them)" if padding else ""))
-            return problems + _store_hints(None, B)
+            return problems
     if not bool(_same(cache.buffer[outside], before).all()):
         padding = [t for t, x in enumerate(slots) if x < 0]
         problems.append("something was written outside the cache's rows: past head_dim (a mask with <= instead "
@@ -304,15 +308,17 @@ def _run_store(kernel: object, case: Case) -> list[str]:
     return problems
 
 
-def _store_hints(slot: int | None, B: int) -> list[str]:
-    """Hints for a wrong store: the block size's arithmetic, and slot 0 (which is not padding)."""
-    hints = []
-    if B & (B - 1):
-        hints.append(f"hint: block size {B} is not a power of two, so shifts and masks (& (B - 1)) do not split "
-                     f"a slot: use slot // B and slot % B")
-    if slot == 0:
-        hints.append("hint: slot 0 is a real slot; only -1 means padding")
-    return hints
+def _store_hints(slot: int, B: int, k_cache: torch.Tensor, k_row: torch.Tensor) -> list[str]:
+    """Hints whose cause the cache confirms: the token's row sits where a power-of-two trick puts it, or
+    slot 0 was skipped as if it were padding."""
+    flat = k_cache.reshape(-1, *k_cache.shape[2:])
+    found = [i for i in range(flat.shape[0]) if bool(_same(flat[i], k_row).all())]
+    if B & (B - 1) and any((slot >> shift) * B + (slot & (B - 1)) in found for shift in range(6)):
+        return [f"hint: token's row is where a power-of-two trick puts it: block size {B} is not a power of two, "
+                f"so shifts and masks (& (B - 1)) do not split a slot: use slot // B and slot % B"]
+    if slot == 0 and not found:
+        return ["hint: slot 0 is a real slot; only -1 means padding"]
+    return []
 
 
 def check_store_kv(kernel: object) -> bool:
@@ -832,8 +838,7 @@ def check_paged_attention(attend: Callable[..., torch.Tensor]) -> bool:
         try:
             got = attend(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
         except NotImplementedError:
-            print(f"○ paged_attention: {NOT_SOLVED}")
-            return False
+            return report("paged_attention", [], not_solved_line=NOT_SOLVED)
         except Exception as exc:
             failures.append(f"{label}: raised {_root_message(exc).splitlines()[0][:300]}")
             break

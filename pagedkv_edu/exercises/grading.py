@@ -217,3 +217,22 @@ class ArgsCase:
 
     def __repr__(self) -> str:
         return f"ArgsCase({self.name!r}, {self.args!r})"
+
+
+def check_prediction(question: str, guess: Any, measured: float, *, tolerance: float = 0.0) -> bool | None:
+    """Compare a "predict, then run" answer with the measured number (within ``tolerance``, relative).
+
+    ``guess`` None means the reader has not answered yet: say so, and show nothing of the answer
+    beyond what the cell above printed. Returns whether the guess was right (None without one).
+    """
+    value = as_int(guess) if as_int(guess) is not None else guess
+    if guess is None:
+        print(f"? {question}: no prediction entered yet (set it in the cell above, then run both cells again)")
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        print(f"? {question}: expected a number, got {short(guess)}")
+        return False
+    right = abs(float(value) - measured) <= tolerance * abs(measured)
+    print(f"{'✓' if right else '✗'} {question}: you predicted {float(value):g}, measured {measured:g}"
+          + ("" if right else " (read the explanation below)"))
+    return right
