@@ -281,3 +281,21 @@ def test_tiles_visited_counts_each_split():
     assert grader.tiles_visited([7, 48, 61], 3, 8) == [1, 6, 8]
     assert grader.tiles_visited([33], 1, 16) == [3]
     assert grader.tiles_visited([1], 4, 8) == [1]
+
+
+@pytest.mark.parametrize("use_reader", [True, False], ids=["chapter-4 kernel", "book kernel"])
+def test_decode_backend_runs_decode_steps_and_counts_tiles(use_reader):
+    from pagedkv_edu.attention import kernel_name, paged_attention
+    from pagedkv_edu.attention.reference import paged_attention_float64
+    from pagedkv_edu.bench.batch import random_paged_step
+
+    pair = (solution.paged_decode_kernel, solution.merge_splits_kernel) if use_reader else (None, None)
+    backend = grader.decode_backend(*pair, tile_n=8, name="mine")
+    assert kernel_name([1, 1], backend) == "custom:mine"
+    for seq_lens, query_lens in (([33, 9], [1, 1]), ([12, 9], [12, 1])):   # a decode step, then a prefill
+        step = random_paged_step(seq_lens, query_lens, 5, 6, 2, 8, torch.float32, seed=4)
+        args = step.args()
+        got = paged_attention(*args, backend=backend)
+        torch.testing.assert_close(got.double(), paged_attention_float64(*args), atol=2e-5, rtol=2e-5)
+    assert backend.tiles.launches == 1 and backend.tiles.max_tiles_per_program == 5   # 33 positions, tiles of 8
+    assert backend.tiles.tile_iterations == (5 + 2) * 2   # two KV heads

@@ -65,13 +65,14 @@ def _dot_floor() -> int:
 
 def launch_paged_decode(kernel: Any, merge: Any, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                         block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float, *, num_splits: int = 1,
-                        tile_n: int = 16, out: torch.Tensor | None = None,
+                        tile_n: int = 16, out: torch.Tensor | None = None, merge_one_split: bool = True,
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Launch ``kernel`` (stage 1) then ``merge`` (stage 2); return ``(out, part, lse)``.
 
     ``part`` and ``lse`` are float32 and filled with NaN before the launch, as ``out`` is when
     it is not given. ``q`` is ``[num_seqs, num_heads, head_dim]``; the cache is NHD with any
-    strides but a contiguous head_dim (K and V share strides).
+    strides but a contiguous head_dim (K and V share strides). With one split, stage 1's
+    output is the answer: ``merge_one_split=False`` copies it instead of launching the merge.
     """
     num_seqs, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
@@ -87,6 +88,8 @@ def launch_paged_decode(kernel: Any, merge: Any, q: torch.Tensor, k_cache: torch
         part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),
         GROUP=group, GROUP_PAD=_np2(group, floor), HEAD_DIM=head_dim, HEAD_DIM_PAD=_np2(head_dim, floor),
         BLOCK_SIZE=block_size, TILE_N=max(tile_n, floor))
+    if num_splits == 1 and not merge_one_split:
+        return out.copy_(part[:, :, 0]), part, lse
     merge[(num_seqs, num_heads)](
         part, lse, out, num_splits, part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),
         out.stride(0), out.stride(1), HEAD_DIM=head_dim, HEAD_DIM_PAD=_np2(head_dim), SPLITS_PAD=_np2(num_splits))
@@ -378,7 +381,7 @@ def bandwidth_report(kernel: Any, merge: Any, batch: int = 16, context: int = 40
     seq_lens = torch.full((batch,), context, dtype=torch.int32, device=device)
     q = torch.randn(batch, heads, d, dtype=torch.bfloat16, device=device)
     ms = do_bench(lambda: launch_paged_decode(kernel, merge, q, k_cache, v_cache, tables, seq_lens, d ** -0.5,
-                                              num_splits=1, tile_n=64))
+                                              num_splits=1, tile_n=32))
     kv_bytes = 2 * k_cache.numel() * k_cache.element_size()
     src = torch.empty(1 << 30, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -426,3 +429,48 @@ def reader_kernels(path: str | Path = READER_FILE) -> tuple[Any, Any, str]:
         module = load_kernels(path)
         return module.paged_decode_kernel, module.merge_splits_kernel, f"yours, from {path} (passed in chapter 4)"
     return solution.paged_decode_kernel, solution.merge_splits_kernel, f"the shipped solution: {why}"
+
+
+# --- chapter 5: the reader's kernel as the decoder's attention ----------------------------------------
+
+@dataclass
+class TileCount:
+    """What a decode backend's launches visited, counted from their launch configuration."""
+
+    launches: int = 0
+    tile_iterations: int = 0         # loop iterations over all programs of all launches
+    max_tiles_per_program: int = 0   # the most tiles one (sequence, KV head, split) program looped over
+
+
+def decode_backend(kernel: Any = None, merge: Any = None, *, tile_n: int = 16, num_splits: int = 1,
+                   name: str = "reader_decode") -> Callable[..., torch.Tensor]:
+    """A paged-attention backend for :func:`pagedkv_edu.attention.paged_attention` whose decode steps
+    run ``kernel`` and ``merge`` (None: the book's decode kernel, ``attention/triton_decode.py``), with
+    tiles of ``tile_n`` positions; a step with more than one new token per sequence (a prompt) runs the
+    shipped unified kernel. ``backend.tiles`` counts what the decode launches visited."""
+    from ..attention import paged_attention, paged_decode_attention
+    from ..attention.triton_decode import launch_config
+
+    counts = TileCount()
+
+    def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+               seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
+        if q.shape[0] != seq_lens.shape[0] or bool((query_start_loc.diff() != 1).any()):
+            return paged_attention(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale, "triton")
+        if kernel is None:
+            config = launch_config(q.shape[1] // k_cache.shape[2], q.shape[2], q.dtype, tile_n=tile_n)
+            out = paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale, "triton", num_splits,
+                                         config=config)
+        else:
+            out, _, _ = launch_paged_decode(kernel, merge, q, k_cache, v_cache, block_tables, seq_lens, scale,
+                                            num_splits=num_splits, tile_n=tile_n, merge_one_split=False)
+        per_seq = tiles_visited(seq_lens.tolist(), num_splits, tile_n)
+        counts.launches += 1
+        counts.tile_iterations += sum(per_seq) * k_cache.shape[2]
+        counts.max_tiles_per_program = max(counts.max_tiles_per_program,
+                                           max(-(-(-(-n // num_splits)) // tile_n) for n in seq_lens.tolist()))
+        return out
+
+    attend.__name__ = attend.__qualname__ = name
+    attend.tiles = counts   # type: ignore[attr-defined]
+    return attend
