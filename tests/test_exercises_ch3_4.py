@@ -302,13 +302,13 @@ SOFTMAX_RIGHT = {"reference": online_softmax_update, "numpy": _softmax_numpy, "p
 @pytest.mark.parametrize("name", SOFTMAX_RIGHT)
 def test_softmax_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_online_softmax_update(SOFTMAX_RIGHT[name]) is True
-    assert "✓ online_softmax_update: passed" in capsys.readouterr().out
+    assert "✓ online_softmax_update（線上 softmax 更新）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", SOFTMAX_WRONG)
 def test_softmax_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_online_softmax_update(SOFTMAX_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ online_softmax_update: failed")
+    assert capsys.readouterr().out.startswith("✗ online_softmax_update（線上 softmax 更新）: failed")
 
 
 def test_softmax_checker_names_tile_quantity_dtype_and_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -335,4 +335,4 @@ def test_softmax_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert check_online_softmax_update(stub) is False
     out = capsys.readouterr().out
-    assert out.startswith("○ online_softmax_update: not solved yet") and "tile" not in out
+    assert out.startswith("○ online_softmax_update（線上 softmax 更新）: not solved yet") and "tile" not in out

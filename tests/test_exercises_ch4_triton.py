@@ -107,7 +107,7 @@ def test_store_accepts(good, capsys):
 @pytest.mark.parametrize("variant", STORE_MUTANTS)
 def test_store_rejects(variant, capsys):
     ok, out = _verdict(grader.check_store_kv, _store_mutant(variant), capsys)
-    assert not ok and "✗ store_kv_kernel: failed" in out
+    assert not ok and "✗ store_kv_kernel（槽位映射寫入）: failed" in out
     assert "later cases not run" in out and out.count("hidden case") <= 1, out  # the first failing case only
 
 
@@ -425,7 +425,7 @@ def stub(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
 def test_unsolved_stub_is_neutral(capsys):
     ok, out = _verdict(grader.check_tile_slots, stub, capsys)
     assert not ok
-    assert out.strip() == f"○ tile_slots: {grader.NOT_SOLVED}"
+    assert out.strip() == f"○ tile_slots（經由區塊表查槽位）: {grader.NOT_SOLVED}"
     assert "Traceback" not in out and "✗" not in out
 
 

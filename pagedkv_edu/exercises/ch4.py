@@ -165,7 +165,7 @@ def check_online_softmax_update(
     ``acc / l`` after the last tile equal ``softmax(all scores) @ all values``, in the dtype of
     the state it is given.
     """
-    return grade("online_softmax_update", fn, SOFTMAX_CASES, HIDDEN_SOFTMAX_CASES, _run_softmax)
+    return grade("online_softmax_update（線上 softmax 更新）", fn, SOFTMAX_CASES, HIDDEN_SOFTMAX_CASES, _run_softmax)
 
 
 # --- warm-up Triton puzzles ---------------------------------------------------------------------------

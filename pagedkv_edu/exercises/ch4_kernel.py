@@ -325,7 +325,7 @@ def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | Non
     file's hash, so that chapter 5 runs exactly the kernels that passed.
     """
     cases = list(SHOWN_CASES) + HIDDEN_CASES
-    name = "paged_decode_kernel + merge_splits_kernel"
+    name = "paged_decode_kernel + merge_splits_kernel（分頁解碼核心）"
     try:
         for i, case in enumerate(cases):
             built = build(case)

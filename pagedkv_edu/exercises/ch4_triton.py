@@ -1,4 +1,4 @@
-"""Graders for chapter 4's Triton track: five ``@triton.jit`` pieces of a paged decode kernel.
+"""Graders for chapter 4's Triton pieces: five ``@triton.jit`` steps towards the whole decode kernel.
 
 Each ``check_*`` launches the reader's piece (in the Triton interpreter on a CPU) inside a
 small harness kernel, on a few named cases and then on hidden, seeded random ones: block
@@ -7,7 +7,9 @@ the block size, head_dims that need padding, GQA groups of 3 and 4, caches whose
 not sit next to each other (K and V interleaved per block, as in FlashInfer's
 ``[num_pages, 2, page_size, heads, head_dim]`` cache). Every output is poisoned with NaN
 before the launch, and unwritten cache slots hold NaN, so a row read from the wrong place
-shows up.
+shows up. While a piece runs, a masked load without ``other=`` reads NaN in its masked lanes
+(the interpreter alone would give 0), and an unmasked read of a block-table entry past the
+sequence's last block is a failure (:func:`watched_loads`).
 
 A grader never prints a case in full. On a failure it prints the first failing case only:
 its parameters, the program and tile, the position and cache slot, the dtype and the size
@@ -328,7 +330,7 @@ def check_store_kv(kernel: object) -> bool:
     stride_vh, stride_cb, stride_ct, stride_ch)`` and the constexprs ``NUM_KV_HEADS,
     HEAD_DIM, HEADS_PAD, HEAD_DIM_PAD, BLOCK_SIZE``.
     """
-    return _grade("store_kv_kernel", _store_cases(), lambda case: _run_store(kernel, case))
+    return _grade("store_kv_kernel（槽位映射寫入）", _store_cases(), lambda case: _run_store(kernel, case))
 
 
 # --- pieces 2 and 3: a tile's slots and its rows ------------------------------------------------
@@ -508,7 +510,7 @@ def past_the_table(read: str) -> str:
 
 def check_tile_slots(fn: object) -> bool:
     """Grade piece 2, ``tile_slots(table_row_ptr, offs_n, mask_n, BLOCK_SIZE) -> slots``."""
-    return _grade("tile_slots", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
+    return _grade("tile_slots（經由區塊表查槽位）", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
 
 
 def _find_row(row: torch.Tensor, cache: PagedCache, B: int) -> str:
@@ -573,7 +575,7 @@ def _load_hints(B: int) -> list[str]:
 def check_load_tile(fn: object) -> bool:
     """Grade piece 3, ``load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
     stride_token, stride_head, BLOCK_SIZE) -> [TILE_N, HEAD_DIM_PAD]`` (masked rows and columns 0)."""
-    return _grade("load_tile", _gather_cases(303), lambda case: _run_load_tile(fn, case))
+    return _grade("load_tile（帶遮罩載入 tile）", _gather_cases(303), lambda case: _run_load_tile(fn, case))
 
 
 # --- piece 4: one online-softmax tile update -----------------------------------------------------
@@ -687,7 +689,7 @@ def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
 
 def check_softmax_tile_update(fn: object) -> bool:
     """Grade piece 4, ``softmax_tile_update(m_i, l_i, acc, qk, v) -> (m_i, l_i, acc)``, tile by tile."""
-    return _grade("softmax_tile_update", _softmax_cases(), lambda case: _run_update(fn, case))
+    return _grade("softmax_tile_update（線上 softmax 更新）", _softmax_cases(), lambda case: _run_update(fn, case))
 
 
 # --- piece 5: the split-K merge ------------------------------------------------------------------
@@ -779,7 +781,7 @@ def _run_merge(fn: object, case: Case) -> list[str]:
 def check_merge_splits(fn: object) -> bool:
     """Grade piece 5, ``merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d,
     SPLITS_PAD) -> [HEAD_DIM_PAD]``, against a float64 softmax over the splits."""
-    return _grade("merge_splits", _merge_cases(), lambda case: _run_merge(fn, case))
+    return _grade("merge_splits（split-K 合併）", _merge_cases(), lambda case: _run_merge(fn, case))
 
 
 # --- the assembled kernel ------------------------------------------------------------------------
