@@ -429,21 +429,34 @@ def test_unsolved_stub_is_neutral(capsys):
     assert "Traceback" not in out and "✗" not in out
 
 
-def test_assembled_solution_matches_float64(capsys):
-    ok, out = _verdict(grader.check_paged_attention, solution_paged_attention, capsys)
-    assert ok, out
+def _mixed_step():
+    """A step that mixes a prefill, a decode and an idle sequence, block size 3, GQA 3, two KV heads."""
+    from pagedkv_edu.bench.batch import random_paged_step
+
+    return random_paged_step([7, 9, 6], [4, 1, 0], 3, 6, 2, 8, torch.float32, seed=3).args()
 
 
-def test_assembly_uses_the_readers_pieces(capsys):
+def test_assembled_solution_matches_float64():
+    from pagedkv_edu.attention.reference import paged_attention_float64
+
+    args = _mixed_step()
+    torch.testing.assert_close(solution_paged_attention(*args).double(), paged_attention_float64(*args),
+                               atol=2e-5, rtol=2e-5)
+
+
+def test_assembly_uses_the_readers_pieces():
     """A wrong piece plugged in makes the assembled kernel wrong: the pieces really are used."""
-    # Mutants whose addresses stay inside the cache: the assembled kernel has no guard blocks.
-    for pieces in (dict(tile_slots=slots_no_times_b), dict(load_tile=_load_mutant("no_row_mask")),
+    from pagedkv_edu.attention.reference import paged_attention_float64
+    from pagedkv_edu.bench.batch import random_paged_step
+
+    # Two splits of two tiles of 4 each: the rescale and the merge both matter.
+    args = random_paged_step([13, 16], [1, 1], 3, 6, 2, 8, torch.float32, seed=5).args()
+    want = paged_attention_float64(*args)
+    for pieces in (dict(tile_slots=slots_no_times_b), dict(load_tile=_load_mutant("head_stride")),
                    dict(softmax_tile_update=_update_mutant("acc_not_rescaled")),
                    dict(merge_splits=_merge_mutant("natural_exp"))):
-        # Two splits of two tiles of 4 each: the rescale and the merge both matter.
-        ok, out = _verdict(grader.check_paged_attention, assemble_paged_attention(num_splits=2, tile_n=4, **pieces),
-                           capsys)
-        assert not ok, pieces
+        got = assemble_paged_attention(num_splits=2, tile_n=4, **pieces)(*args)
+        assert not torch.allclose(got.double(), want, atol=2e-5, rtol=2e-5), pieces
 
 
 def test_assembly_signature_and_bad_input():
@@ -489,7 +502,9 @@ def test_assembled_random_mixed_batches(seed):
     qsl = torch.tensor([0] + [sum(q_lens[: i + 1]) for i in range(len(q_lens))], dtype=torch.int32)
     q = torch.randn(int(qsl[-1]), kv * group, 6, generator=torch.Generator().manual_seed(seed))
     args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.4)
-    want = grader.attention_float64(*args)
+    from pagedkv_edu.attention.reference import paged_attention_float64
+
+    want = paged_attention_float64(*args)
     for splits in (1, 2):
         got = assemble_paged_attention(num_splits=splits, tile_n=rng.choice([4, 8, 16]))(*args)
         torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)

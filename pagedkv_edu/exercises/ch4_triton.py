@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-from itertools import accumulate
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -782,75 +781,3 @@ def check_merge_splits(fn: object) -> bool:
     """Grade piece 5, ``merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d,
     SPLITS_PAD) -> [HEAD_DIM_PAD]``, against a float64 softmax over the splits."""
     return _grade("merge_splits（split-K 合併）", _merge_cases(), lambda case: _run_merge(fn, case))
-
-
-# --- the assembled kernel ------------------------------------------------------------------------
-
-def attention_float64(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                      seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
-    """CONTRACT A's semantics in float64, one query token at a time: the oracle for any backend."""
-    B = k_cache.shape[1]
-    group = q.shape[1] // k_cache.shape[2]
-    out = torch.zeros(q.shape, dtype=torch.float64)
-    for s in range(seq_lens.shape[0]):
-        start, end, n = int(query_start_loc[s]), int(query_start_loc[s + 1]), int(seq_lens[s])
-        table = block_tables[s].cpu().long()
-        pos = torch.arange(n)
-        slots = table[pos // B] * B + pos % B
-        keys = k_cache.reshape(-1, *k_cache.shape[2:])[slots.to(k_cache.device)].cpu().double()
-        values = v_cache.reshape(-1, *v_cache.shape[2:])[slots.to(v_cache.device)].cpu().double()
-        for i, t in enumerate(range(start, end)):
-            ctx = n - (end - start) + i + 1
-            k = keys[:ctx].repeat_interleave(group, dim=1)  # [ctx, heads, D]
-            v = values[:ctx].repeat_interleave(group, dim=1)
-            scores = torch.einsum("hd,nhd->hn", q[t].cpu().double(), k) * scale
-            out[t] = torch.einsum("hn,nhd->hd", torch.softmax(scores, dim=1), v)
-    return out
-
-
-ATTENTION_TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
-
-
-def _attention_cases() -> Iterator[tuple[str, dict]]:
-    yield "decode, block size 5, GQA group 3, lengths 1, 5, 13 and 70", dict(
-        B=5, heads=6, kv=2, dim=8, seq_lens=[1, 5, 13, 70], q_lens=[1, 1, 1, 1], dtype=torch.float32)
-    yield "decode, block size 12, GQA group 4, head_dim 6, lengths 24 and 7", dict(
-        B=12, heads=4, kv=1, dim=6, seq_lens=[24, 7], q_lens=[1, 1], dtype=torch.float32)
-    yield "a prefill of 4 tokens, a decode and an idle sequence (0 queries), block size 3, float16", dict(
-        B=3, heads=4, kv=1, dim=4, seq_lens=[4, 9, 6], q_lens=[4, 1, 0], dtype=torch.float16)
-    yield "20 new tokens after a 7-token prefix hit that ends mid-block (two query blocks), and a decode", dict(
-        B=6, heads=6, kv=2, dim=5, seq_lens=[27, 11], q_lens=[20, 1], dtype=torch.float32)
-    yield "decode, block size 6, bfloat16, GQA group 4", dict(
-        B=6, heads=8, kv=2, dim=8, seq_lens=[6, 12], q_lens=[1, 1], dtype=torch.bfloat16)
-
-
-def check_paged_attention(attend: Callable[..., torch.Tensor]) -> bool:
-    """Grade an assembled backend ``attend(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
-    scale)`` against :func:`attention_float64`, output poisoned first (it must return a new tensor)."""
-    from ..bench.batch import random_paged_batch
-
-    failures: list[str] = []
-    for label, p in _attention_cases():
-        batch = random_paged_batch(p["seq_lens"], p["B"], p["heads"], p["kv"], p["dim"], p["dtype"],
-                                   runtime.device(), seed=p["B"], table_width=max(p["seq_lens"]) // p["B"] + 2)
-        qsl = torch.tensor([0] + list(accumulate(p["q_lens"])), dtype=torch.int32, device=batch.q.device)
-        gen = torch.Generator().manual_seed(p["B"] + 1)
-        q = torch.randn(int(qsl[-1]), p["heads"], p["dim"], generator=gen).to(p["dtype"]).to(batch.q.device)
-        scale = p["dim"] ** -0.5
-        try:
-            got = attend(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
-        except NotImplementedError:
-            return report("paged_attention", [], not_solved_line=NOT_SOLVED)
-        except Exception as exc:
-            failures.append(f"{label}: raised {_root_message(exc).splitlines()[0][:300]}")
-            break
-        want = attention_float64(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
-        tol = ATTENTION_TOL[p["dtype"]]
-        bad = ~torch.isclose(got.cpu().double(), want, rtol=tol, atol=tol)
-        if bad.any():
-            t, h, d = (int(i) for i in bad.nonzero()[0])
-            failures.append(f"{label} ({_dtype_name(p['dtype'])}): query token {t}, head {h}, column {d}: expected "
-                            f"{float(want[t, h, d]):.5g}, got {float(got[t, h, d]):.5g} (tolerance {tol:g})")
-            break
-    return report("paged_attention (assembled)", failures)
-
