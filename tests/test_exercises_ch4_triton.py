@@ -528,3 +528,17 @@ def test_assembled_kernel_is_a_paged_attention_backend():
 def test_tile_slots_names_a_foreign_block_size(capsys):
     _, out = _verdict(grader.check_tile_slots, slots_hard_b16, capsys)
     assert "block size 16" in out and "BLOCK_SIZE argument" in out, out
+
+
+def test_try_helpers_return_one_case():
+    r = grader.try_store_kv(solution.store_kv_kernel)
+    assert r["problems"] == [] and torch.equal(r["k_cache"].nan_to_num(7), r["expected_k_cache"].nan_to_num(7))
+    r = grader.try_tile_slots(solution.tile_slots)
+    assert r["problems"] == [] and [int(x) for x in r["slots"][0, :9]] == r["expected"][0]
+    assert grader.try_load_tile(solution.load_tile)["problems"] == []
+    r = grader.try_softmax_tile_update(solution.softmax_tile_update, 1)
+    assert r["problems"] == [] and len(r["tiles"]) == 3
+    r = grader.try_merge_splits(solution.merge_splits)
+    assert r["problems"] == [] and torch.allclose(r["out"], r["expected"], atol=1e-5)
+    with pytest.raises(NotImplementedError, match="stub"):
+        grader.try_tile_slots(stub)

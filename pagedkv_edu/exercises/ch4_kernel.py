@@ -21,7 +21,8 @@ the case, the sequence, head and column, and a hint only when a second run confi
 On a GPU the same kernels are also timed, and their K/V bandwidth compared with a copy's.
 
 :func:`reader_kernels` is how chapter 5 finds the reader's kernel: the saved file if it passed
-here, else the shipped solution, and it says which.
+here, else the shipped solution, and it says which; :func:`decode_backend` runs it as the
+decoder's attention and counts the tiles its launches visit.
 """
 
 from __future__ import annotations

@@ -161,6 +161,30 @@ def _grade(name: str, cases: list[Case], run_case: Callable[[Case], list[str]]) 
     return report(f"{name} ({len(cases)} cases)", [])
 
 
+_CAPTURE: dict | None = None
+"""While a ``try_*`` helper runs one case, the case's inputs and outputs are collected here."""
+
+
+def _capture(**values: object) -> None:
+    if _CAPTURE is not None:
+        _CAPTURE.update(values)
+
+
+def _try(run: Callable[[object, Case], list[str]], fn: object, cases: list[Case], case: int | str) -> dict:
+    """Run one case (by index or label) and return its inputs, the outputs and ``problems`` (the grader's lines)."""
+    global _CAPTURE
+    chosen = cases[case] if isinstance(case, int) else next(c for c in cases if c.label == case)
+    _CAPTURE = {"case": chosen.label}
+    try:
+        problems = run(fn, chosen)
+    except _Unsolved:
+        raise NotImplementedError("this piece is still the stub: write it first") from None
+    finally:
+        captured, _CAPTURE = _CAPTURE, None
+    captured["problems"] = problems
+    return captured
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise equality that counts NaN == NaN."""
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
@@ -278,6 +302,8 @@ def _run_store(kernel: object, case: Case) -> list[str]:
     error = _launch(lambda: kernel[(n,)](
         k, v, cache.k, cache.v, slot_mapping, k.stride(0), k.stride(1), v.stride(0), v.stride(1), *cache.strides(),
         NUM_KV_HEADS=heads, HEAD_DIM=dim, HEADS_PAD=_np2(heads), HEAD_DIM_PAD=_np2(dim), BLOCK_SIZE=B))
+    _capture(k=k, v=v, slot_mapping=slots, block_size=B, k_cache=cache.k, v_cache=cache.v, expected_k_cache=expected_k,
+             expected_v_cache=expected_v)
     if error:
         return [error]
     problems: list[str] = []
@@ -320,6 +346,11 @@ def _store_hints(slot: int, B: int, k_cache: torch.Tensor, k_row: torch.Tensor) 
     if slot == 0 and not found:
         return ["hint: slot 0 is a real slot; only -1 means padding"]
     return []
+
+
+def try_store_kv(kernel: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 1; return k, v, the slot mapping, the caches and the expected caches."""
+    return _try(_run_store, kernel, _store_cases(), case)
 
 
 def check_store_kv(kernel: object) -> bool:
@@ -477,6 +508,8 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
     error = _launch(lambda: _tile_slots_harness[(num_seqs, paged.n_tiles)](
         paged.table, paged.seq_lens, out, paged.table.stride(0), out.stride(0), BLOCK_SIZE=B, TILE_N=tile, FN=fn),
         reads, table_padding(paged.table, [-(-n // B) for n in p["lens"]]))
+    _capture(block_tables=paged.tables, seq_lens=p["lens"], block_size=B, tile_n=tile, slots=out,
+             expected=[[t[pos // B] * B + pos % B for pos in range(n)] for t, n in zip(paged.tables, p["lens"])])
     if error:
         return [error]
     for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
@@ -505,6 +538,11 @@ def past_the_table(read: str) -> str:
     return (f"the slots are right, but a load whose lanes were not masked read {read}, past the sequence's last "
             f"block: load the table with mask=mask_n, so positions past the sequence read nothing (on a GPU the "
             f"row may end there, and the read would fall outside it)")
+
+
+def try_tile_slots(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 2; return the tables, lengths, and your slots per position (NaN: not stored)."""
+    return _try(_run_tile_slots, fn, _gather_cases(202), case)
 
 
 def check_tile_slots(fn: object) -> bool:
@@ -538,6 +576,8 @@ def _run_load_tile(fn: object, case: Case) -> list[str]:
         paged.cache.k, paged.table, paged.seq_lens, out, paged.table.stride(0), *paged.cache.strides(),
         out.stride(0), out.stride(1), out.stride(2),
         HEAD_DIM=dim, HEAD_DIM_PAD=dim_pad, BLOCK_SIZE=B, TILE_N=tile, FN=fn))
+    _capture(k_cache=paged.cache.k, block_tables=paged.tables, seq_lens=p["lens"], block_size=B, tile_n=tile,
+             tiles=out)
     if error:
         return [error]
     for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
@@ -569,6 +609,11 @@ def _load_hints(B: int) -> list[str]:
     if B & (B - 1):
         hints.append(f"hint: block size {B} is not a power of two: no shifts or & masks")
     return hints
+
+
+def try_load_tile(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 3; return the cache, tables, lengths and your tiles [seq, position, head, dim]."""
+    return _try(_run_load_tile, fn, _gather_cases(303), case)
 
 
 def check_load_tile(fn: object) -> bool:
@@ -653,6 +698,9 @@ def _run_update(fn: object, case: Case) -> list[str]:
         outs = tuple(torch.full_like(x, float("nan")).to(device) for x in state32)
         error = _launch(lambda: _update_harness[(1,)](
             *(x.contiguous().to(device) for x in state32), qk.to(device), v.to(device), *outs, G=G, T=T, D=D, FN=fn))
+        if _CAPTURE is not None:
+            _CAPTURE.setdefault("tiles", []).append(dict(qk=qk, v=v, state=tuple(x.cpu() for x in outs),
+                                                         expected=tuple(x.float() for x in want)))
         if error:
             return [f"tile {t + 1} of {p['tiles']}: {error}"]
         for name, got, w in zip(("m (running max)", "l (running sum)", "acc (running output)"), outs, want):
@@ -684,6 +732,11 @@ def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
         return ["hint: everything accumulated before this tile was computed against the old max; scale it by "
                 "alpha = exp2(m_old - m_new) before adding this tile. Scores are base 2: use exp2, not exp"]
     return ["hint: the scores are base-2 logits: p = exp2(qk - m_new), l sums p along the tile, acc adds p @ v"]
+
+
+def try_softmax_tile_update(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 4; return, per tile, qk, v, your state (m, l, acc) and the expected one."""
+    return _try(_run_update, fn, _softmax_cases(), case)
 
 
 def check_softmax_tile_update(fn: object) -> bool:
@@ -756,6 +809,8 @@ def _run_merge(fn: object, case: Case) -> list[str]:
     error = _launch(lambda: _merge_harness[(rows,)](
         part, lse, num_splits, out, part.stride(0), part.stride(1), lse.stride(0), out.stride(0),
         HEAD_DIM=dim, HEAD_DIM_PAD=_np2(dim), SPLITS_PAD=pad, FN=fn))
+    _capture(part=part[:rows, :, :dim].cpu(), lse=lse[:rows].cpu(), num_splits=p["splits"], out=out[:, :dim].cpu(),
+             expected=want.float())
     if error:
         return [error]
     got = out[:, :dim].cpu().double()
@@ -775,6 +830,11 @@ def _run_merge(fn: object, case: Case) -> list[str]:
         lines.append("hint: split s's weight is exp2(lse[s] - max lse) / the sum of those weights; lse is base 2 "
                      "(exp2, not exp), and split s's row starts at part_ptr + s * stride_split")
     return lines
+
+
+def try_merge_splits(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 5; return the partial outputs, lse, split counts, your output and the expected."""
+    return _try(_run_merge, fn, _merge_cases(), case)
 
 
 def check_merge_splits(fn: object) -> bool:
