@@ -101,19 +101,7 @@ def choose_num_splits(batch: int, num_kv_heads: int, max_len: int, device: torch
     return splits_for(batch * num_kv_heads, num_sms, max_len)
 
 
-# --- the pieces of the kernel -----------------------------------------------------------
-
-@triton.jit
-def _slot_rows(table_row_ptr, offs_n, mask_n, kv_head, stride_block, stride_token, stride_head,
-               BLOCK_SIZE: tl.constexpr):
-    """Block-table indirection: token positions -> element offsets of their K/V rows.
-
-    ``page = table[pos // B]`` is the physical block, ``pos % B`` the slot inside it. Masked
-    positions (past the sequence) never load their table entry, which may be -1.
-    """
-    page = tl.load(table_row_ptr + offs_n // BLOCK_SIZE, mask=mask_n, other=0).to(tl.int64)
-    return page * stride_block + (offs_n % BLOCK_SIZE) * stride_token + kv_head * stride_head
-
+# --- the kernels ---------------------------------------------------------------------------
 
 @triton.jit
 def paged_decode_kernel(
@@ -161,8 +149,9 @@ def paged_decode_kernel(
     for tile_start in tl.range(start, end, TILE_N):
         offs_n = tile_start + tl.arange(0, TILE_N)
         mask_n = offs_n < end
-        # Block-table indirection (as _slot_rows, inlined: in the interpreter every call of a @triton.jit
-        # helper re-patches triton.language, which costs more than the helper's work).
+        # Block-table indirection: page = table[pos // B] is the physical block, pos % B the slot in it;
+        # masked positions (past the sequence) never load their table entry, which may be -1. (Written
+        # inline: in the interpreter every call of a @triton.jit helper re-patches triton.language.)
         page = tl.load(table_row + offs_n // BLOCK_SIZE, mask=mask_n, other=0).to(tl.int64)
         rows = page * stride_cblock + (offs_n % BLOCK_SIZE) * stride_ctoken + kv_head * stride_chead
         if HEAD_DIM == HEAD_DIM_PAD:  # no column mask: lets the compiler vectorise loads along head_dim
