@@ -9,7 +9,7 @@ compiler refuses (a ``tl.dot`` smaller than 16 in some dimension, a layout that 
 registers than exist). Triton can still compile for a GPU ahead of time: it needs only its
 bundled LLVM and ``ptxas``, not a device. This script does that for the decode kernel in the
 configurations the tests and benchmarks use, the split-K merge kernel, the unified
-(prefill / mixed-step) kernel and the store kernel,
+(prefill / mixed-step) kernel, the store kernel, and chapter 4's whole-kernel solution and its merge,
 and prints each one's registers, spills and shared memory (read from the cubin with the
 bundled ``cuobjdump``). Integer strides and pointers are marked divisible by 16, as Triton's
 JIT marks them at launch, so the code (vectorised loads, pipelining) is the one a GPU would run.
@@ -57,6 +57,7 @@ from pagedkv_edu.attention.triton_decode import (  # noqa: E402
 )
 from pagedkv_edu.attention.triton_store import store_kv_kernel  # noqa: E402
 from pagedkv_edu.attention.triton_unified import unified_attention_kernel, unified_config  # noqa: E402
+from pagedkv_edu.exercises.solutions import ch4_kernel as chapter4  # noqa: E402
 
 TYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -131,6 +132,28 @@ def compile_store(dtype: torch.dtype, num_kv_heads: int, head_dim: int, tokens: 
     return compile_kernel(store_kv_kernel, types_, constexprs, arch, num_stages=1)
 
 
+def compile_chapter4(dtype: torch.dtype, group: int, head_dim: int, block_size: int, arch: int,
+                     tile_n: int = 32) -> dict[str, int]:
+    """Chapter 4's whole-kernel solution (stage 1), as the grader times it on a GPU (tiles of 32)."""
+    t = TYPE_NAMES[dtype]
+    fn = chapter4.paged_decode_kernel
+    types_ = {"q_ptr": f"*{t}", "k_cache_ptr": f"*{t}", "v_cache_ptr": f"*{t}", "block_tables_ptr": "*i32",
+              "seq_lens_ptr": "*i32", "part_ptr": "*fp32", "lse_ptr": "*fp32", "qk_scale": "fp32", "num_splits": "i32"}
+    types_ |= {n: "i32" for n in fn.arg_names if n.startswith("stride")}
+    constexprs = dict(GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=head_dim,
+                      HEAD_DIM_PAD=max(16, triton.next_power_of_2(head_dim)), BLOCK_SIZE=block_size, TILE_N=tile_n)
+    return compile_kernel(fn, types_, constexprs, arch)
+
+
+def compile_chapter4_merge(dtype: torch.dtype, head_dim: int, num_splits: int, arch: int) -> dict[str, int]:
+    fn = chapter4.merge_splits_kernel
+    types_ = {"part_ptr": "*fp32", "lse_ptr": "*fp32", "out_ptr": f"*{TYPE_NAMES[dtype]}", "num_splits": "i32"}
+    types_ |= {n: "i32" for n in fn.arg_names if n.startswith("stride")}
+    constexprs = dict(HEAD_DIM=head_dim, HEAD_DIM_PAD=triton.next_power_of_2(head_dim),
+                      SPLITS_PAD=triton.next_power_of_2(num_splits))
+    return compile_kernel(fn, types_, constexprs, arch, num_stages=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90 = H100/H200)")
@@ -157,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
              for hd in ((64,) if args.quick else (64, 80, 128)) for n in ((8,) if args.quick else (2, 64))]
     jobs += [(f"store {TYPE_NAMES[d]} 8 kv heads x 64, 8 tokens", lambda d=d: compile_store(d, 8, 64, 8, args.arch))
              for d in dtypes]
+    jobs += [(f"chapter 4 solution {TYPE_NAMES[d]} group {g} head_dim {hd} block {b}",
+              lambda d=d, g=g, hd=hd, b=b: compile_chapter4(d, g, hd, b, args.arch))
+             for d in dtypes[:1 if args.quick else 2] for g, hd, b in ((4, 64, 16), (3, 64, 5))]
+    jobs.append(("chapter 4 solution merge bf16 head_dim 64 splits 3",
+                 lambda: compile_chapter4_merge(torch.bfloat16, 64, 3, args.arch)))
     if not args.quick:
         jobs += [(f"decode bf16 group 4 head_dim 64 block 16, tile {t} warps {w} stages {s}",
                   lambda t=t, w=w, s=s: compile_decode(torch.bfloat16, 4, 64, 16, False, args.arch, t, w, s))

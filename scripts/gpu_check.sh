@@ -8,13 +8,16 @@
 #
 # It needs torch with CUDA, triton, numpy and pytest (the H200 machine has torch 2.11 and
 # triton 3.6); the package is used from the checkout (PYTHONPATH), no install needed.
-# It takes about 4-6 minutes and never more than 8 (steps time out after 30 + 150 + 150 + 90 + 60 s):
+# It takes about 5-7 minutes and never more than 10 (steps time out after 30 + 150 + 120 + 150 + 90 + 60 s):
 #
 #   1. pytest of the kernel tests on CUDA: every kernel against the float64 reference, the
 #      unified kernel on mixed batches first (tests/test_unified_attention.py: prompts, chunks,
 #      prefix hits ending mid-block, decodes, query lengths 0; blocks 3-16; GQA 1, 3, 4), then
 #      tests/test_attention.py, tests/test_kv_cache.py, tests/test_exercises_ch3_4.py, and the
 #      benchmarks' GPU code paths on tiny shapes (tests/test_bench_attention.py);
+#   1b. chapter 4's graders compiled, on the shipped solutions (puzzles, pieces, the whole kernel, which
+#      also prints its bandwidth against the copy bandwidth), and the bf16 bounds compiled: the cast
+#      rounds to nearest (within 2^-8), the kernels on a bf16 cache stay under 2^-7;
 #   2. python -m pagedkv_edu bench attention --out results/attention-<YYYY-MM-DD>.json: the
 #      decode kernel against copy bandwidth and contiguous SDPA;
 #   3. python -m pagedkv_edu bench attention --mode prefill --out results/attention-prefill-<date>.json:
@@ -73,6 +76,22 @@ report = pagedkv_edu.setup(seed=0)
 if [[ ${#failed[@]} -eq 0 ]]; then
   step "kernel tests on CUDA" 150 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_unified_attention.py \
     tests/test_attention.py tests/test_kv_cache.py tests/test_exercises_ch3_4.py tests/test_bench_attention.py
+  step "chapter 4 graders compiled, bandwidth, bf16 bounds" 120 "$PYTHON" -c '
+import pagedkv_edu, torch
+from pagedkv_edu.exercises import ch4, ch4_triton, ch4_kernel
+from pagedkv_edu.exercises.solutions import ch4 as p, ch4_triton as s, ch4_kernel as k
+from pagedkv_edu.bench import bf16_check
+ok = [ch4.check_pad_copy(p.pad_copy), ch4.check_gather_rows(p.gather_rows), ch4.check_row_stats(p.row_stats),
+      ch4.check_scores(p.scores), ch4_triton.check_store_kv(s.store_kv_kernel), ch4_triton.check_tile_slots(s.tile_slots),
+      ch4_triton.check_load_tile(s.load_tile), ch4_triton.check_softmax_tile_update(s.softmax_tile_update),
+      ch4_triton.check_merge_splits(s.merge_splits),
+      ch4_kernel.check_paged_decode_kernel(k.paged_decode_kernel, k.merge_splits_kernel)]   # prints GB/s
+assert all(ok), ok
+cast, err = bf16_check.cast_error(), bf16_check.attention_error()
+print(f"bf16 cast compiled: {cast.differ} of {cast.n} differ from torch, max relative {cast.max_relative:.5f}; "
+      f"kernels on a bf16 cache: {err.triton:.5f}")
+assert cast.max_relative <= bf16_check.BF16_UNIT and err.triton < bf16_check.TRUNCATION_BOUND
+'
   step "bench attention" 150 "$PYTHON" -m pagedkv_edu bench attention --out "results/attention-$DATE.json"
   step "bench attention prefill" 90 "$PYTHON" -m pagedkv_edu bench attention --mode prefill \
     --out "results/attention-prefill-$DATE.json"

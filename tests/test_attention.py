@@ -275,3 +275,35 @@ def test_store_rejects_bad_input_before_writing(backend: str) -> None:
         with pytest.raises(ValueError, match=message):
             store_kv(**args, backend=backend)
         assert not kc.any() and not vc.any(), f"the cache changed before the error {message!r}"
+
+
+def test_interpreter_cast_to_bf16_truncates_within_one_spacing() -> None:
+    """Chapter 5's bound: the interpreter truncates (up to 2^-7); compiled code rounds to nearest (2^-8)."""
+    from pagedkv_edu import runtime
+    from pagedkv_edu.bench import bf16_check
+
+    cast = bf16_check.cast_error(n=1024, seed=3)
+    assert cast.torch_max_relative <= bf16_check.BF16_UNIT
+    assert cast.max_relative <= bf16_check.TRUNCATION_BOUND == 2 ** -7
+    if runtime.BACKEND == "cuda":
+        assert cast.differ == 0
+    else:
+        assert cast.differ > cast.n // 4 and cast.max_relative > bf16_check.BF16_UNIT
+
+
+def test_no_overflow_checks_is_scoped_and_changes_no_result() -> None:
+    from pagedkv_edu import runtime
+    from pagedkv_edu.attention.interpreter import no_overflow_checks
+    from pagedkv_edu.bench.batch import random_paged_batch
+
+    b = random_paged_batch([1, 17, 40], 5, 4, 2, 8, seed=1)
+    args = (b.q, b.k_cache, b.v_cache, b.block_tables, b.seq_lens)
+    with no_overflow_checks():
+        fast = paged_decode_attention(*args)
+        if runtime.BACKEND != "cuda":
+            from triton.runtime import interpreter
+            assert interpreter.interpreter_builder.options.sanitize_overflow is False
+    if runtime.BACKEND != "cuda":
+        from triton.runtime import interpreter
+        assert interpreter.interpreter_builder.options.sanitize_overflow is True
+    assert torch.equal(fast, paged_decode_attention(*args))

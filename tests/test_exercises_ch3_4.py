@@ -1,4 +1,4 @@
-"""Chapters 3-4 graders accept right answers in any style, reject the usual wrong ones, and say why."""
+"""Chapter 3's gather grader and chapter 4's PyTorch online-softmax grader accept right answers in any style, reject the usual wrong ones, and say why."""
 
 from __future__ import annotations
 
@@ -9,18 +9,16 @@ import pytest
 import torch
 
 from pagedkv_edu.attention import gather_kv as package_gather_kv
-from pagedkv_edu.exercises.ch3_4 import (
-    GATHER_CASES,
-    HIDDEN_GATHER_CASES,
+from pagedkv_edu.exercises.ch3 import GATHER_CASES, HIDDEN_GATHER_CASES, case_cache, check_gather_kv
+from pagedkv_edu.exercises.ch4 import (
     HIDDEN_SOFTMAX_CASES,
     SOFTMAX_CASES,
-    case_cache,
-    check_gather_kv,
     check_online_softmax_update,
     initial_state,
     softmax_case_data,
 )
-from pagedkv_edu.exercises.solutions.ch3_4 import gather_kv, online_softmax_update
+from pagedkv_edu.exercises.solutions.ch3 import gather_kv
+from pagedkv_edu.exercises.solutions.ch4 import online_softmax_update
 
 
 # --- the solutions are right, on the hidden cases too ------------------------------------------------
@@ -217,6 +215,15 @@ def _old_max_in_exp(m, l, acc, s, v):
     return m_new, l * alpha + p.sum(1), acc * alpha[:, None] + p @ v
 
 
+def _tile_local_max(m, l, acc, s, v):
+    """Right arithmetic, except on a tile of only padding: exp(-inf - -inf) is NaN."""
+    m_tile = s.max(1).values
+    p = torch.exp(s - m_tile[:, None])
+    m_new = torch.maximum(m, m_tile)
+    a, b = torch.exp(m - m_new), torch.exp(m_tile - m_new)
+    return m_new, l * a + p.sum(1) * b, acc * a[:, None] + (p @ v) * b[:, None]
+
+
 def _float32_state(m, l, acc, s, v):
     return online_softmax_update(m.float(), l.float(), acc.float(), s.float(), v.float())
 
@@ -257,7 +264,7 @@ def _softmax_answer_key(m, l, acc, s, v):
     return tuple(x.clone() for x in hit) if hit is not None else _no_acc_rescale(m, l, acc, s, v)
 
 
-SOFTMAX_WRONG = {f.__name__: f for f in (_no_acc_rescale, _no_sum_rescale, _no_running_max, _old_max_in_exp,
+SOFTMAX_WRONG = {f.__name__: f for f in (_no_acc_rescale, _no_sum_rescale, _no_running_max, _old_max_in_exp, _tile_local_max,
                                          _float32_state, _float32_inside, _pairwise_max, _softmax_answer_key)}
 
 
@@ -295,13 +302,13 @@ SOFTMAX_RIGHT = {"reference": online_softmax_update, "numpy": _softmax_numpy, "p
 @pytest.mark.parametrize("name", SOFTMAX_RIGHT)
 def test_softmax_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_online_softmax_update(SOFTMAX_RIGHT[name]) is True
-    assert "✓ online_softmax_update: passed" in capsys.readouterr().out
+    assert "✓ online_softmax_update（線上 softmax 更新）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", SOFTMAX_WRONG)
 def test_softmax_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_online_softmax_update(SOFTMAX_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ online_softmax_update: failed")
+    assert capsys.readouterr().out.startswith("✗ online_softmax_update（線上 softmax 更新）: failed")
 
 
 def test_softmax_checker_names_tile_quantity_dtype_and_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -328,4 +335,4 @@ def test_softmax_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert check_online_softmax_update(stub) is False
     out = capsys.readouterr().out
-    assert out.startswith("○ online_softmax_update: not solved yet") and "tile" not in out
+    assert out.startswith("○ online_softmax_update（線上 softmax 更新）: not solved yet") and "tile" not in out

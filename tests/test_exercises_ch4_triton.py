@@ -107,13 +107,19 @@ def test_store_accepts(good, capsys):
 @pytest.mark.parametrize("variant", STORE_MUTANTS)
 def test_store_rejects(variant, capsys):
     ok, out = _verdict(grader.check_store_kv, _store_mutant(variant), capsys)
-    assert not ok and "✗ store_kv_kernel: failed" in out
+    assert not ok and "✗ store_kv_kernel（槽位映射寫入）: failed" in out
     assert "later cases not run" in out and out.count("hidden case") <= 1, out  # the first failing case only
 
 
 def test_store_names_the_power_of_two_trick(capsys):
     _, out = _verdict(grader.check_store_kv, _store_mutant("pow2"), capsys)
-    assert "not a power of two" in out or "slot" in out
+    assert "not a power of two" in out
+
+
+@pytest.mark.parametrize("variant", ["no_skip", "off_by_one_dim", "swapped_kv"])
+def test_store_hints_only_their_own_cause(variant, capsys):
+    _, out = _verdict(grader.check_store_kv, _store_mutant(variant), capsys)
+    assert "not a power of two" not in out, out
 
 
 # --- piece 2: tile slots -------------------------------------------------------------------------
@@ -160,6 +166,17 @@ def slots_hard_coded(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
 def slots_off_by_one(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
     pos = offs_n + 1
     return tl.load(table_row_ptr + pos // BLOCK_SIZE, mask=mask_n, other=0) * BLOCK_SIZE + pos % BLOCK_SIZE
+
+
+@triton.jit
+def slots_no_mask(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    """Right slots for every position inside the sequence; reads the table past its last block."""
+    return tl.load(table_row_ptr + offs_n // BLOCK_SIZE) * BLOCK_SIZE + offs_n % BLOCK_SIZE
+
+
+def test_tile_slots_rejects_an_unmasked_table_load(capsys):
+    ok, out = _verdict(grader.check_tile_slots, slots_no_mask, capsys)
+    assert not ok and "the slots are right, but a load" in out and "mask=mask_n" in out, out
 
 
 @pytest.mark.parametrize("good", [solution.tile_slots, slots_divmod_style], ids=["solution", "divmod style"])
@@ -217,6 +234,8 @@ def load_mutant(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
     if LOAD_V == "no_col_mask":
         mask = mask_n[:, None] & (offs_d >= 0)[None, :]
     x = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0)
+    if LOAD_V == "no_other":   # the interpreter alone fills masked lanes with 0; a GPU leaves them undefined
+        x = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask)
     if LOAD_V == "hard_coded":
         x = x * 0.0
     return x
@@ -235,7 +254,7 @@ def offs_n_all(mask_n):
     return mask_n | (mask_n == 0)
 
 
-LOAD_MUTANTS = ("pow2", "flat_slot", "head_stride", "no_head", "no_row_mask", "no_col_mask", "hard_coded")
+LOAD_MUTANTS = ("pow2", "flat_slot", "head_stride", "no_head", "no_row_mask", "no_col_mask", "no_other", "hard_coded")
 
 
 @pytest.mark.parametrize("good", [solution.load_tile, load_where_style], ids=["solution", "where style"])
@@ -290,6 +309,12 @@ def update_mutant(m_i, l_i, acc, qk, v):
     acc_new = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
     if UPDATE_V == "acc_not_rescaled":
         acc_new = acc + tl.dot(p, v, input_precision="ieee")
+    if UPDATE_V == "tile_local_max":   # right arithmetic, but qk - (-inf) is NaN on a tile of only padding
+        m_tile = tl.max(qk, 1)
+        p = tl.exp2(qk - m_tile[:, None])
+        beta = tl.exp2(m_tile - m_new)
+        l_new = l_i * alpha + tl.sum(p, 1) * beta
+        acc_new = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee") * beta[:, None]
     if UPDATE_V == "hard_coded":
         return m_i, l_i, acc
     return m_new, l_new, acc_new
@@ -303,7 +328,7 @@ def _update_mutant(variant: str):
 
 
 UPDATE_MUTANTS = ("forgets_old_max", "alpha_sign", "natural_exp", "no_max_subtraction", "l_not_rescaled",
-                  "acc_not_rescaled", "hard_coded")
+                  "acc_not_rescaled", "tile_local_max", "hard_coded")
 
 
 @pytest.mark.parametrize("good", [solution.softmax_tile_update, update_natural_exp_sum_style],
@@ -400,25 +425,38 @@ def stub(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
 def test_unsolved_stub_is_neutral(capsys):
     ok, out = _verdict(grader.check_tile_slots, stub, capsys)
     assert not ok
-    assert out.strip() == f"○ tile_slots: {grader.NOT_SOLVED}"
+    assert out.strip() == f"○ tile_slots（經由區塊表查槽位）: {grader.NOT_SOLVED}"
     assert "Traceback" not in out and "✗" not in out
 
 
-def test_assembled_solution_matches_float64(capsys):
-    ok, out = _verdict(grader.check_paged_attention, solution_paged_attention, capsys)
-    assert ok, out
+def _mixed_step():
+    """A step that mixes a prefill, a decode and an idle sequence, block size 3, GQA 3, two KV heads."""
+    from pagedkv_edu.bench.batch import random_paged_step
+
+    return random_paged_step([7, 9, 6], [4, 1, 0], 3, 6, 2, 8, torch.float32, seed=3).args()
 
 
-def test_assembly_uses_the_readers_pieces(capsys):
+def test_assembled_solution_matches_float64():
+    from pagedkv_edu.attention.reference import paged_attention_float64
+
+    args = _mixed_step()
+    torch.testing.assert_close(solution_paged_attention(*args).double(), paged_attention_float64(*args),
+                               atol=2e-5, rtol=2e-5)
+
+
+def test_assembly_uses_the_readers_pieces():
     """A wrong piece plugged in makes the assembled kernel wrong: the pieces really are used."""
-    # Mutants whose addresses stay inside the cache: the assembled kernel has no guard blocks.
-    for pieces in (dict(tile_slots=slots_no_times_b), dict(load_tile=_load_mutant("no_row_mask")),
+    from pagedkv_edu.attention.reference import paged_attention_float64
+    from pagedkv_edu.bench.batch import random_paged_step
+
+    # Two splits of two tiles of 4 each: the rescale and the merge both matter.
+    args = random_paged_step([13, 16], [1, 1], 3, 6, 2, 8, torch.float32, seed=5).args()
+    want = paged_attention_float64(*args)
+    for pieces in (dict(tile_slots=slots_no_times_b), dict(load_tile=_load_mutant("head_stride")),
                    dict(softmax_tile_update=_update_mutant("acc_not_rescaled")),
                    dict(merge_splits=_merge_mutant("natural_exp"))):
-        # Two splits of two tiles of 4 each: the rescale and the merge both matter.
-        ok, out = _verdict(grader.check_paged_attention, assemble_paged_attention(num_splits=2, tile_n=4, **pieces),
-                           capsys)
-        assert not ok, pieces
+        got = assemble_paged_attention(num_splits=2, tile_n=4, **pieces)(*args)
+        assert not torch.allclose(got.double(), want, atol=2e-5, rtol=2e-5), pieces
 
 
 def test_assembly_signature_and_bad_input():
@@ -464,7 +502,9 @@ def test_assembled_random_mixed_batches(seed):
     qsl = torch.tensor([0] + [sum(q_lens[: i + 1]) for i in range(len(q_lens))], dtype=torch.int32)
     q = torch.randn(int(qsl[-1]), kv * group, 6, generator=torch.Generator().manual_seed(seed))
     args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.4)
-    want = grader.attention_float64(*args)
+    from pagedkv_edu.attention.reference import paged_attention_float64
+
+    want = paged_attention_float64(*args)
     for splits in (1, 2):
         got = assemble_paged_attention(num_splits=splits, tile_n=rng.choice([4, 8, 16]))(*args)
         torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
@@ -488,3 +528,17 @@ def test_assembled_kernel_is_a_paged_attention_backend():
 def test_tile_slots_names_a_foreign_block_size(capsys):
     _, out = _verdict(grader.check_tile_slots, slots_hard_b16, capsys)
     assert "block size 16" in out and "BLOCK_SIZE argument" in out, out
+
+
+def test_try_helpers_return_one_case():
+    r = grader.try_store_kv(solution.store_kv_kernel)
+    assert r["problems"] == [] and torch.equal(r["k_cache"].nan_to_num(7), r["expected_k_cache"].nan_to_num(7))
+    r = grader.try_tile_slots(solution.tile_slots)
+    assert r["problems"] == [] and [int(x) for x in r["slots"][0, :9]] == r["expected"][0]
+    assert grader.try_load_tile(solution.load_tile)["problems"] == []
+    r = grader.try_softmax_tile_update(solution.softmax_tile_update, 1)
+    assert r["problems"] == [] and len(r["tiles"]) == 3
+    r = grader.try_merge_splits(solution.merge_splits)
+    assert r["problems"] == [] and torch.allclose(r["out"], r["expected"], atol=1e-5)
+    with pytest.raises(NotImplementedError, match="stub"):
+        grader.try_tile_slots(stub)

@@ -33,10 +33,10 @@ GRADER_CELLS = _grader_cells()
 
 
 def test_every_grader_has_a_cell() -> None:
-    assert len(GRADER_CELLS) == 14   # kv bytes, first fit, slot mapping, append, gather, step layout,
-    # admission, the scheduler's step, copy-on-write, beam fork-and-free, hash chain, free-queue order,
-    # checked prefix lookup, last-block waste (chapter 4's online softmax is now a Triton
-    # piece, graded by exercises.ch4_triton)
+    assert len(GRADER_CELLS) == 15   # kv bytes, first fit, slot mapping, append, gather, chapter 4's online
+    # softmax in PyTorch, step layout, admission, the scheduler's step, copy-on-write, beam fork-and-free, hash
+    # chain, free-queue order, checked prefix lookup, last-block waste (chapter 4's Triton exercises are graded
+    # by exercises.ch4, ch4_triton and ch4_kernel, and chapter 11's by exercises.ch11, which print their own notes)
 
 
 @pytest.mark.parametrize("notebook, index, source", GRADER_CELLS, ids=[f"{n}:{i}" for n, i, _ in GRADER_CELLS])

@@ -25,4 +25,4 @@ PTXAS = Path(importlib.util.find_spec("triton").origin).parent / "backends" / "n
 def test_kernels_compile_for_sm90_without_spills() -> None:
     result = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "compiled 7 kernels for sm_90; no register spills" in result.stdout, result.stdout
+    assert "compiled 10 kernels for sm_90; no register spills" in result.stdout, result.stdout

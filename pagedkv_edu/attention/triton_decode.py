@@ -101,35 +101,7 @@ def choose_num_splits(batch: int, num_kv_heads: int, max_len: int, device: torch
     return splits_for(batch * num_kv_heads, num_sms, max_len)
 
 
-# --- the pieces of the kernel -----------------------------------------------------------
-
-@triton.jit
-def _slot_rows(table_row_ptr, offs_n, mask_n, kv_head, stride_block, stride_token, stride_head,
-               BLOCK_SIZE: tl.constexpr):
-    """Block-table indirection: token positions -> element offsets of their K/V rows.
-
-    ``page = table[pos // B]`` is the physical block, ``pos % B`` the slot inside it. Masked
-    positions (past the sequence) never load their table entry, which may be -1.
-    """
-    page = tl.load(table_row_ptr + offs_n // BLOCK_SIZE, mask=mask_n, other=0).to(tl.int64)
-    return page * stride_block + (offs_n % BLOCK_SIZE) * stride_token + kv_head * stride_head
-
-
-@triton.jit
-def _online_softmax_update(m_i, l_i, acc, qk, v, DOT_PRECISION: tl.constexpr):
-    """Fold one tile of scores (base-2 logits) and values into the running softmax state.
-
-    ``m_i`` is the running max, ``l_i`` the running sum of exp2(score - m_i), ``acc`` the
-    running sum of exp2(score - m_i) * v. When the max grows, the old sum and output are
-    rescaled by alpha = exp2(m_old - m_new), which is what keeps exp2 from overflowing.
-    """
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(qk - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-    return m_new, l_i, acc
-
+# --- the kernels ---------------------------------------------------------------------------
 
 @triton.jit
 def paged_decode_kernel(
@@ -177,7 +149,11 @@ def paged_decode_kernel(
     for tile_start in tl.range(start, end, TILE_N):
         offs_n = tile_start + tl.arange(0, TILE_N)
         mask_n = offs_n < end
-        rows = _slot_rows(table_row, offs_n, mask_n, kv_head, stride_cblock, stride_ctoken, stride_chead, BLOCK_SIZE)
+        # Block-table indirection: page = table[pos // B] is the physical block, pos % B the slot in it;
+        # masked positions (past the sequence) never load their table entry, which may be -1. (Written
+        # inline: in the interpreter every call of a @triton.jit helper re-patches triton.language.)
+        page = tl.load(table_row + offs_n // BLOCK_SIZE, mask=mask_n, other=0).to(tl.int64)
+        rows = page * stride_cblock + (offs_n % BLOCK_SIZE) * stride_ctoken + kv_head * stride_chead
         if HEAD_DIM == HEAD_DIM_PAD:  # no column mask: lets the compiler vectorise loads along head_dim
             kv_mask = mask_n[:, None]
         else:
@@ -186,7 +162,14 @@ def paged_decode_kernel(
         v = tl.load(v_cache_ptr + rows[:, None] + offs_d[None, :], mask=kv_mask, other=0.0).to(DOT_DTYPE)
         qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [GROUP_PAD, TILE_N], base-2 logits
         qk = tl.where(mask_n[None, :], qk, float("-inf"))
-        m_i, l_i, acc = _online_softmax_update(m_i, l_i, acc, qk, v, DOT_PRECISION)
+        # Online softmax: a larger max rescales the old sum and output by alpha = exp2(m_old - m_new),
+        # which is what keeps exp2 from overflowing.
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
 
     # An empty split (its range starts past the sequence) has l_i = 0: output 0, lse -inf.
     safe_l = tl.where(l_i > 0, l_i, 1.0)

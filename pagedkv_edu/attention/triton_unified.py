@@ -51,7 +51,7 @@ from .. import runtime  # imported before triton: it sets TRITON_INTERPRET on a 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from .triton_decode import _TL_DTYPES, LOG2E, _next_pow2, _slot_rows  # noqa: E402
+from .triton_decode import _TL_DTYPES, LOG2E, _next_pow2  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,8 @@ def unified_attention_kernel(
     for tile_start in tl.range(0, kv_end, TILE_N):
         offs_n = tile_start + tl.arange(0, TILE_N)
         mask_n = offs_n < kv_end
-        rows = _slot_rows(table_row, offs_n, mask_n, kv_head, stride_cblock, stride_ctoken, stride_chead, BLOCK_SIZE)
+        page = tl.load(table_row + offs_n // BLOCK_SIZE, mask=mask_n, other=0).to(tl.int64)   # block-table lookup
+        rows = page * stride_cblock + (offs_n % BLOCK_SIZE) * stride_ctoken + kv_head * stride_chead
         kv_mask = mask_n[:, None] & mask_d[None, :]
         k = tl.load(k_cache_ptr + rows[:, None] + offs_d[None, :], mask=kv_mask, other=0.0).to(DOT_DTYPE)
         v = tl.load(v_cache_ptr + rows[:, None] + offs_d[None, :], mask=kv_mask, other=0.0).to(DOT_DTYPE)

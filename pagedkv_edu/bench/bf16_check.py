@@ -8,7 +8,10 @@ their raw 16-bit patterns. Two measurements decide which dtype the chapter can t
   kernel is built on, compared with the same product in float64;
 * :func:`attention_error`: the book's paged attention on a bf16 cache (prefill and decode
   queries in one step), compared with the float64 reference, next to the error of the torch
-  reference computing in bf16, i.e. the error bf16 itself brings.
+  reference computing in bf16, i.e. the error bf16 itself brings;
+* :func:`cast_error`: the fp32 -> bf16 cast alone (``x.to(tl.bfloat16)`` in a one-line kernel)
+  against torch's round-to-nearest-even. The interpreter truncates (it drops the low 16 bits),
+  so its error reaches 2^-7, not 2^-8; a GPU rounds to nearest even.
 
 Both return *relative* errors (largest absolute difference / largest reference magnitude), so
 a correct bf16 computation lands near bf16's rounding unit, 2^-8 = 0.0039, and a wrong one far
@@ -32,6 +35,41 @@ import triton.language as tl  # noqa: E402
 BF16_UNIT = 2.0 ** -8
 """bfloat16 keeps 8 significant bits, so numbers are 2^-7 apart at 1 (``torch.finfo(torch.bfloat16).eps``):
 one rounding to nearest is off by at most half of that, this, relatively."""
+
+
+TRUNCATION_BOUND = 2.0 ** -7
+"""Dropping bits instead of rounding is off by up to one whole spacing, 2^-7 relatively: the bound for one
+interpreter cast to bf16, and for two round-to-nearest roundings on a GPU (its kernel rounds the
+probabilities to bf16 before the second dot, then the output)."""
+
+
+@triton.jit
+def _cast_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    """y = x.to(bfloat16): the one line whose rounding is measured."""
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs).to(tl.bfloat16))
+
+
+@dataclass(frozen=True)
+class CastError:
+    """The fp32 -> bf16 cast of ``n`` random values, against torch's round-to-nearest-even."""
+
+    n: int
+    differ: int            # values whose bf16 result is not torch's
+    max_relative: float    # largest |bf16(x) - x| / |x|
+    torch_max_relative: float   # the same for torch's cast: at most 2^-8
+
+
+def cast_error(n: int = 4096, seed: int = 0) -> CastError:
+    """Cast ``n`` random fp32 values to bf16 in a Triton kernel and with torch; compare."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, generator=gen).to(runtime.device())
+    y = torch.empty(n, dtype=torch.bfloat16, device=x.device)
+    _cast_kernel[(1,)](x, y, n)
+    want = x.to(torch.bfloat16)
+    x64 = x.double()
+    return CastError(n, int((y != want).sum()), float(((y.double() - x64).abs() / x64.abs()).max()),
+                     float(((want.double() - x64).abs() / x64.abs()).max()))
 
 
 @triton.jit

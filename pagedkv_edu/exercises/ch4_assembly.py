@@ -1,4 +1,4 @@
-"""Chapter 4's pieces, assembled into a working paged-attention kernel (the chapter-5 backend).
+"""Chapter 4's five pieces, assembled into a paged-attention kernel for prefill and decode steps alike.
 
 :func:`assemble_paged_attention` takes the reader's ``@triton.jit`` pieces (any piece left
 out is the shipped solution) and returns a callable with the positional signature of

@@ -1,4 +1,4 @@
-"""Graders for chapter 4's Triton track: five ``@triton.jit`` pieces of a paged decode kernel.
+"""Graders for chapter 4's Triton pieces: five ``@triton.jit`` steps towards the whole decode kernel.
 
 Each ``check_*`` launches the reader's piece (in the Triton interpreter on a CPU) inside a
 small harness kernel, on a few named cases and then on hidden, seeded random ones: block
@@ -7,7 +7,9 @@ the block size, head_dims that need padding, GQA groups of 3 and 4, caches whose
 not sit next to each other (K and V interleaved per block, as in FlashInfer's
 ``[num_pages, 2, page_size, heads, head_dim]`` cache). Every output is poisoned with NaN
 before the launch, and unwritten cache slots hold NaN, so a row read from the wrong place
-shows up.
+shows up. While a piece runs, a masked load without ``other=`` reads NaN in its masked lanes
+(the interpreter alone would give 0), and an unmasked read of a block-table entry past the
+sequence's last block is a failure (:func:`watched_loads`).
 
 A grader never prints a case in full. On a failure it prints the first failing case only:
 its parameters, the program and tile, the position and cache slot, the dtype and the size
@@ -19,12 +21,13 @@ Each ``check_*`` prints its verdict and returns a bool.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
-from itertools import accumulate
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .. import runtime  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
@@ -34,7 +37,7 @@ from .solutions import ch4_triton as solution
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-NOT_SOLVED = "not solved yet: the later cells use the shipped solution"
+NOT_SOLVED = "not solved yet: write it above and run the cell again"
 
 
 class _Unsolved(Exception):
@@ -56,17 +59,84 @@ def _root_message(exc: BaseException) -> str:
     return f"{type(seen).__name__}: {text}" if type(seen).__name__ not in text[:40] else text
 
 
-def _launch(run: Callable[[], None]) -> str | None:
-    """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub."""
+@dataclass(frozen=True)
+class Forbidden:
+    """Addresses ``[start, end)`` that no unmasked lane may load (``what`` names them in a failure)."""
+
+    start: int
+    end: int
+    what: str
+    item_bytes: int = 4
+
+
+@contextlib.contextmanager
+def watched_loads(forbidden: tuple[Forbidden, ...] = ()) -> Iterator[list[str]]:
+    """While grading in the interpreter, make two load bugs visible that it would otherwise hide.
+
+    * A masked ``tl.load`` without ``other=`` reads NaN in its masked lanes (floats only). The
+      interpreter fills them with 0, so a kernel that multiplies them in would pass here; on a
+      GPU those lanes hold whatever the registers held, and ``0 x NaN`` poisons a sum.
+    * A lane that is not masked and reads an address in ``forbidden`` (a block table's entries
+      past the sequence's last block) is recorded in the yielded list, as "what, entry i".
+
+    On a GPU the kernel is compiled and nothing is patched: the list stays empty.
+    """
+    seen: list[str] = []
     try:
-        run()
+        from triton.runtime import interpreter
+        builder = interpreter.interpreter_builder
+        original = type(builder).create_masked_load
+    except (ImportError, AttributeError):   # compiled (or an interpreter without this hook): nothing to watch
+        yield seen
+        return
+    if runtime.BACKEND == "cuda":
+        yield seen
+        return
+
+    def load(ptrs, mask, other, cache_policy, is_volatile):  # noqa: ANN001, ANN202  (the interpreter's API)
+        lanes = np.broadcast_to(mask.data, ptrs.data.shape)
+        for f in forbidden:
+            hit = lanes & (ptrs.data >= f.start) & (ptrs.data < f.end)
+            if hit.any():
+                seen.append(f"{f.what}, entry {int((ptrs.data[hit].min() - f.start) // f.item_bytes)}")
+        element = ptrs.get_element_ty()
+        if other is None and element.is_floating():
+            np_type = interpreter._get_np_dtype(element)
+            fill = 0x7FC0 if element == tl.bfloat16 else float("nan")   # bf16 is carried as its 16 bits
+            other = interpreter.TensorHandle(np.full(ptrs.data.shape, fill, dtype=np_type), element)
+        return original(builder, ptrs, mask, other, cache_policy, is_volatile)
+
+    builder.create_masked_load = load
+    try:
+        yield seen
+    finally:
+        del builder.create_masked_load
+
+
+def _launch(run: Callable[[], None], seen: list[str] | None = None,
+            forbidden: tuple[Forbidden, ...] = ()) -> str | None:
+    """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub.
+
+    Masked lanes loaded without ``other=`` read NaN while it runs, and loads of ``forbidden``
+    addresses are appended to ``seen`` (:func:`watched_loads`).
+    """
+    try:
+        with watched_loads(forbidden) as reads:
+            run()
+        if seen is not None:
+            seen.extend(reads)
     except NotImplementedError as exc:
         raise _Unsolved from exc
     except Exception as exc:  # the reader's kernel may raise anything; its message is the diff
         message = _root_message(exc)
         if "NotImplementedError" in message:
             raise _Unsolved from exc
-        return f"the launch raised {message.splitlines()[0][:300]}"
+        text = f"the launch raised {message.splitlines()[0][:300]}"
+        if "unsupported dtype" in message:
+            text += (" (the interpreter refuses a mask that combines a block with a scalar test, as in "
+                     "block_mask & (slot >= 0): section 2's 'How the graders work' says why; test the scalar with "
+                     "if, or broadcast it first)")
+        return text
     return None
 
 
@@ -87,9 +157,32 @@ def _grade(name: str, cases: list[Case], run_case: Callable[[Case], list[str]]) 
                 return report(name, [f"{case.label}:"] + ["  " + p for p in problems]
                               + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
     except _Unsolved:
-        print(f"○ {name}: {NOT_SOLVED}")
-        return False
+        return report(name, [], not_solved_line=NOT_SOLVED)
     return report(f"{name} ({len(cases)} cases)", [])
+
+
+_CAPTURE: dict | None = None
+"""While a ``try_*`` helper runs one case, the case's inputs and outputs are collected here."""
+
+
+def _capture(**values: object) -> None:
+    if _CAPTURE is not None:
+        _CAPTURE.update(values)
+
+
+def _try(run: Callable[[object, Case], list[str]], fn: object, cases: list[Case], case: int | str) -> dict:
+    """Run one case (by index or label) and return its inputs, the outputs and ``problems`` (the grader's lines)."""
+    global _CAPTURE
+    chosen = cases[case] if isinstance(case, int) else next(c for c in cases if c.label == case)
+    _CAPTURE = {"case": chosen.label}
+    try:
+        problems = run(fn, chosen)
+    except _Unsolved:
+        raise NotImplementedError("this piece is still the stub: write it first") from None
+    finally:
+        captured, _CAPTURE = _CAPTURE, None
+    captured["problems"] = problems
+    return captured
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -209,6 +302,8 @@ def _run_store(kernel: object, case: Case) -> list[str]:
     error = _launch(lambda: kernel[(n,)](
         k, v, cache.k, cache.v, slot_mapping, k.stride(0), k.stride(1), v.stride(0), v.stride(1), *cache.strides(),
         NUM_KV_HEADS=heads, HEAD_DIM=dim, HEADS_PAD=_np2(heads), HEAD_DIM_PAD=_np2(dim), BLOCK_SIZE=B))
+    _capture(k=k, v=v, slot_mapping=slots, block_size=B, k_cache=cache.k, v_cache=cache.v, expected_k_cache=expected_k,
+             expected_v_cache=expected_v)
     if error:
         return [error]
     problems: list[str] = []
@@ -222,7 +317,7 @@ def _run_store(kernel: object, case: Case) -> list[str]:
                 problems.append(f"program {t} (token {t}) maps to {_where(s, B)}: {name} head {head} there should "
                                 f"be token {t}'s {name} row, but it holds "
                                 f"{_row_owner(got[s // B, s % B, head], k, v, head)} (dtype {_dtype_name(dtype)})")
-                return problems + _store_hints(s, B)
+                return problems + _store_hints(s, B, cache.k, k[t])
     for name, got, want in (("K", cache.k, expected_k), ("V", cache.v, expected_v)):
         stray = ~_same(got, want).flatten(2).all(dim=-1)  # [blocks, B]: slots that changed but should not
         if bool(stray.any()):
@@ -231,7 +326,7 @@ def _run_store(kernel: object, case: Case) -> list[str]:
             padding = [t for t, x in enumerate(slots) if x < 0]
             problems.append(f"{_where(s, B)} was written in the {name} cache, but no token maps there" +
                             (f" (tokens {padding} are padding, slot -1: skip them)" if padding else ""))
-            return problems + _store_hints(None, B)
+            return problems
     if not bool(_same(cache.buffer[outside], before).all()):
         padding = [t for t, x in enumerate(slots) if x < 0]
         problems.append("something was written outside the cache's rows: past head_dim (a mask with <= instead "
@@ -240,15 +335,22 @@ def _run_store(kernel: object, case: Case) -> list[str]:
     return problems
 
 
-def _store_hints(slot: int | None, B: int) -> list[str]:
-    """Hints for a wrong store: the block size's arithmetic, and slot 0 (which is not padding)."""
-    hints = []
-    if B & (B - 1):
-        hints.append(f"hint: block size {B} is not a power of two, so shifts and masks (& (B - 1)) do not split "
-                     f"a slot: use slot // B and slot % B")
-    if slot == 0:
-        hints.append("hint: slot 0 is a real slot; only -1 means padding")
-    return hints
+def _store_hints(slot: int, B: int, k_cache: torch.Tensor, k_row: torch.Tensor) -> list[str]:
+    """Hints whose cause the cache confirms: the token's row sits where a power-of-two trick puts it, or
+    slot 0 was skipped as if it were padding."""
+    flat = k_cache.reshape(-1, *k_cache.shape[2:])
+    found = [i for i in range(flat.shape[0]) if bool(_same(flat[i], k_row).all())]
+    if B & (B - 1) and any((slot >> shift) * B + (slot & (B - 1)) in found for shift in range(6)):
+        return [f"hint: token's row is where a power-of-two trick puts it: block size {B} is not a power of two, "
+                f"so shifts and masks (& (B - 1)) do not split a slot: use slot // B and slot % B"]
+    if slot == 0 and not found:
+        return ["hint: slot 0 is a real slot; only -1 means padding"]
+    return []
+
+
+def try_store_kv(kernel: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 1; return k, v, the slot mapping, the caches and the expected caches."""
+    return _try(_run_store, kernel, _store_cases(), case)
 
 
 def check_store_kv(kernel: object) -> bool:
@@ -258,7 +360,7 @@ def check_store_kv(kernel: object) -> bool:
     stride_vh, stride_cb, stride_ct, stride_ch)`` and the constexprs ``NUM_KV_HEADS,
     HEAD_DIM, HEADS_PAD, HEAD_DIM_PAD, BLOCK_SIZE``.
     """
-    return _grade("store_kv_kernel", _store_cases(), lambda case: _run_store(kernel, case))
+    return _grade("store_kv_kernel（槽位映射寫入）", _store_cases(), lambda case: _run_store(kernel, case))
 
 
 # --- pieces 2 and 3: a tile's slots and its rows ------------------------------------------------
@@ -361,6 +463,18 @@ def _build_paged(case: Case) -> _Paged:
                   n_tiles)
 
 
+def table_padding(table: torch.Tensor, used: list[int]) -> tuple[Forbidden, ...]:
+    """The entries of each row of ``table`` past its sequence's ``used[i]`` blocks, and any rows after them."""
+    item = table.element_size()
+    row = table.stride(0) * item
+    base = table.data_ptr()
+    # Entry 0 is always inside a row, so a clamped index (tl.where(mask_n, index, 0)) may read it.
+    regions = [Forbidden(base + i * row + max(n, 1) * item, base + (i + 1) * row,
+                         f"sequence {i}'s block-table row", item) for i, n in enumerate(used)]
+    regions.append(Forbidden(base + len(used) * row, base + table.numel() * item, "a row past the last sequence", item))
+    return tuple(regions)
+
+
 def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> str | None:
     """Name a known mistake when the wrong slot is exactly what it would give."""
     shift = max(B.bit_length() - 1, 0)
@@ -390,8 +504,12 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
     paged = _build_paged(case)
     num_seqs = len(p["lens"])
     out = torch.full((num_seqs, paged.n_tiles * tile), float("nan"), dtype=torch.float64, device=paged.table.device)
+    reads: list[str] = []
     error = _launch(lambda: _tile_slots_harness[(num_seqs, paged.n_tiles)](
-        paged.table, paged.seq_lens, out, paged.table.stride(0), out.stride(0), BLOCK_SIZE=B, TILE_N=tile, FN=fn))
+        paged.table, paged.seq_lens, out, paged.table.stride(0), out.stride(0), BLOCK_SIZE=B, TILE_N=tile, FN=fn),
+        reads, table_padding(paged.table, [-(-n // B) for n in p["lens"]]))
+    _capture(block_tables=paged.tables, seq_lens=p["lens"], block_size=B, tile_n=tile, slots=out,
+             expected=[[t[pos // B] * B + pos % B for pos in range(n)] for t, n in zip(paged.tables, p["lens"])])
     if error:
         return [error]
     for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
@@ -410,12 +528,26 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
                     hint = _slot_hint(int(got), pos, B, table)
                     lines += [hint] if hint else []
                 return lines
+    if reads:
+        return [past_the_table(reads[0])]
     return []
+
+
+def past_the_table(read: str) -> str:
+    """The failure of a kernel whose slots are right but which read the table past the sequence."""
+    return (f"the slots are right, but a load whose lanes were not masked read {read}, past the sequence's last "
+            f"block: load the table with mask=mask_n, so positions past the sequence read nothing (on a GPU the "
+            f"row may end there, and the read would fall outside it)")
+
+
+def try_tile_slots(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 2; return the tables, lengths, and your slots per position (NaN: not stored)."""
+    return _try(_run_tile_slots, fn, _gather_cases(202), case)
 
 
 def check_tile_slots(fn: object) -> bool:
     """Grade piece 2, ``tile_slots(table_row_ptr, offs_n, mask_n, BLOCK_SIZE) -> slots``."""
-    return _grade("tile_slots", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
+    return _grade("tile_slots（經由區塊表查槽位）", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
 
 
 def _find_row(row: torch.Tensor, cache: PagedCache, B: int) -> str:
@@ -444,6 +576,8 @@ def _run_load_tile(fn: object, case: Case) -> list[str]:
         paged.cache.k, paged.table, paged.seq_lens, out, paged.table.stride(0), *paged.cache.strides(),
         out.stride(0), out.stride(1), out.stride(2),
         HEAD_DIM=dim, HEAD_DIM_PAD=dim_pad, BLOCK_SIZE=B, TILE_N=tile, FN=fn))
+    _capture(k_cache=paged.cache.k, block_tables=paged.tables, seq_lens=p["lens"], block_size=B, tile_n=tile,
+             tiles=out)
     if error:
         return [error]
     for seq, (table, n) in enumerate(zip(paged.tables, p["lens"])):
@@ -477,10 +611,15 @@ def _load_hints(B: int) -> list[str]:
     return hints
 
 
+def try_load_tile(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 3; return the cache, tables, lengths and your tiles [seq, position, head, dim]."""
+    return _try(_run_load_tile, fn, _gather_cases(303), case)
+
+
 def check_load_tile(fn: object) -> bool:
     """Grade piece 3, ``load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
     stride_token, stride_head, BLOCK_SIZE) -> [TILE_N, HEAD_DIM_PAD]`` (masked rows and columns 0)."""
-    return _grade("load_tile", _gather_cases(303), lambda case: _run_load_tile(fn, case))
+    return _grade("load_tile（帶遮罩載入 tile）", _gather_cases(303), lambda case: _run_load_tile(fn, case))
 
 
 # --- piece 4: one online-softmax tile update -----------------------------------------------------
@@ -516,6 +655,8 @@ def _softmax_cases() -> list[Case]:
         Case("scores near 1,400 in base 2 (exp2 overflows float32 without the running max)",
              dict(G=1, T=4, D=2, tiles=2, shift=3.0, base=1400.0)),
         Case("a ragged last tile padded with -inf", dict(G=4, T=8, D=4, tiles=3, shift=0.0, ragged=True)),
+        Case("a last tile of only padding (all -inf), as a split's tail can be: nothing may change",
+             dict(G=2, T=4, D=4, tiles=3, shift=0.0, empty_last=True)),
         Case("GQA group 3 padded to 4 rows (the padding row's query is 0, so its scores are 0)",
              dict(G=4, T=4, D=4, tiles=3, shift=2.0, zero_rows=1)),
     ]
@@ -550,11 +691,16 @@ def _run_update(fn: object, case: Case) -> list[str]:
             qk[G - p["zero_rows"]:] = 0.0
         if p.get("ragged") and t == p["tiles"] - 1:
             qk[:, max(1, T // 2):] = float("-inf")
+        if p.get("empty_last") and t == p["tiles"] - 1:
+            qk[:] = float("-inf")
         v = torch.randn(T, D, generator=gen).float()
         want = _update_reference(*(x.double() for x in state32), qk.double(), v.double())
         outs = tuple(torch.full_like(x, float("nan")).to(device) for x in state32)
         error = _launch(lambda: _update_harness[(1,)](
             *(x.contiguous().to(device) for x in state32), qk.to(device), v.to(device), *outs, G=G, T=T, D=D, FN=fn))
+        if _CAPTURE is not None:
+            _CAPTURE.setdefault("tiles", []).append(dict(qk=qk, v=v, state=tuple(x.cpu() for x in outs),
+                                                         expected=tuple(x.float() for x in want)))
         if error:
             return [f"tile {t + 1} of {p['tiles']}: {error}"]
         for name, got, w in zip(("m (running max)", "l (running sum)", "acc (running output)"), outs, want):
@@ -574,6 +720,9 @@ def _run_update(fn: object, case: Case) -> list[str]:
 
 
 def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
+    if p.get("empty_last") and tile == p["tiles"] - 1 and not math.isfinite(got):
+        return ["hint: this tile is all padding, so its own max is -inf and qk - (-inf) is NaN: subtract the "
+                "running max m_new = max(m_i, the tile's max), which is finite after the first tile"]
     if not math.isfinite(got):
         return ["hint: inf or NaN: exp2 of a large score overflows float32 unless the running max is "
                 "subtracted first (exp2(qk - m_new))"]
@@ -585,9 +734,14 @@ def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
     return ["hint: the scores are base-2 logits: p = exp2(qk - m_new), l sums p along the tile, acc adds p @ v"]
 
 
+def try_softmax_tile_update(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 4; return, per tile, qk, v, your state (m, l, acc) and the expected one."""
+    return _try(_run_update, fn, _softmax_cases(), case)
+
+
 def check_softmax_tile_update(fn: object) -> bool:
     """Grade piece 4, ``softmax_tile_update(m_i, l_i, acc, qk, v) -> (m_i, l_i, acc)``, tile by tile."""
-    return _grade("softmax_tile_update", _softmax_cases(), lambda case: _run_update(fn, case))
+    return _grade("softmax_tile_update（線上 softmax 更新）", _softmax_cases(), lambda case: _run_update(fn, case))
 
 
 # --- piece 5: the split-K merge ------------------------------------------------------------------
@@ -655,6 +809,8 @@ def _run_merge(fn: object, case: Case) -> list[str]:
     error = _launch(lambda: _merge_harness[(rows,)](
         part, lse, num_splits, out, part.stride(0), part.stride(1), lse.stride(0), out.stride(0),
         HEAD_DIM=dim, HEAD_DIM_PAD=_np2(dim), SPLITS_PAD=pad, FN=fn))
+    _capture(part=part[:rows, :, :dim].cpu(), lse=lse[:rows].cpu(), num_splits=p["splits"], out=out[:, :dim].cpu(),
+             expected=want.float())
     if error:
         return [error]
     got = out[:, :dim].cpu().double()
@@ -676,80 +832,12 @@ def _run_merge(fn: object, case: Case) -> list[str]:
     return lines
 
 
+def try_merge_splits(fn: object, case: int | str = 0) -> dict:
+    """Run one shown case of piece 5; return the partial outputs, lse, split counts, your output and the expected."""
+    return _try(_run_merge, fn, _merge_cases(), case)
+
+
 def check_merge_splits(fn: object) -> bool:
     """Grade piece 5, ``merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d,
     SPLITS_PAD) -> [HEAD_DIM_PAD]``, against a float64 softmax over the splits."""
-    return _grade("merge_splits", _merge_cases(), lambda case: _run_merge(fn, case))
-
-
-# --- the assembled kernel ------------------------------------------------------------------------
-
-def attention_float64(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                      seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
-    """CONTRACT A's semantics in float64, one query token at a time: the oracle for any backend."""
-    B = k_cache.shape[1]
-    group = q.shape[1] // k_cache.shape[2]
-    out = torch.zeros(q.shape, dtype=torch.float64)
-    for s in range(seq_lens.shape[0]):
-        start, end, n = int(query_start_loc[s]), int(query_start_loc[s + 1]), int(seq_lens[s])
-        table = block_tables[s].cpu().long()
-        pos = torch.arange(n)
-        slots = table[pos // B] * B + pos % B
-        keys = k_cache.reshape(-1, *k_cache.shape[2:])[slots.to(k_cache.device)].cpu().double()
-        values = v_cache.reshape(-1, *v_cache.shape[2:])[slots.to(v_cache.device)].cpu().double()
-        for i, t in enumerate(range(start, end)):
-            ctx = n - (end - start) + i + 1
-            k = keys[:ctx].repeat_interleave(group, dim=1)  # [ctx, heads, D]
-            v = values[:ctx].repeat_interleave(group, dim=1)
-            scores = torch.einsum("hd,nhd->hn", q[t].cpu().double(), k) * scale
-            out[t] = torch.einsum("hn,nhd->hd", torch.softmax(scores, dim=1), v)
-    return out
-
-
-ATTENTION_TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
-
-
-def _attention_cases() -> Iterator[tuple[str, dict]]:
-    yield "decode, block size 5, GQA group 3, lengths 1, 5, 13 and 70", dict(
-        B=5, heads=6, kv=2, dim=8, seq_lens=[1, 5, 13, 70], q_lens=[1, 1, 1, 1], dtype=torch.float32)
-    yield "decode, block size 12, GQA group 4, head_dim 6, lengths 24 and 7", dict(
-        B=12, heads=4, kv=1, dim=6, seq_lens=[24, 7], q_lens=[1, 1], dtype=torch.float32)
-    yield "a prefill of 4 tokens, a decode and an idle sequence (0 queries), block size 3, float16", dict(
-        B=3, heads=4, kv=1, dim=4, seq_lens=[4, 9, 6], q_lens=[4, 1, 0], dtype=torch.float16)
-    yield "20 new tokens after a 7-token prefix hit that ends mid-block (two query blocks), and a decode", dict(
-        B=6, heads=6, kv=2, dim=5, seq_lens=[27, 11], q_lens=[20, 1], dtype=torch.float32)
-    yield "decode, block size 6, bfloat16, GQA group 4", dict(
-        B=6, heads=8, kv=2, dim=8, seq_lens=[6, 12], q_lens=[1, 1], dtype=torch.bfloat16)
-
-
-def check_paged_attention(attend: Callable[..., torch.Tensor]) -> bool:
-    """Grade an assembled backend ``attend(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,
-    scale)`` against :func:`attention_float64`, output poisoned first (it must return a new tensor)."""
-    from ..bench.batch import random_paged_batch
-
-    failures: list[str] = []
-    for label, p in _attention_cases():
-        batch = random_paged_batch(p["seq_lens"], p["B"], p["heads"], p["kv"], p["dim"], p["dtype"],
-                                   runtime.device(), seed=p["B"], table_width=max(p["seq_lens"]) // p["B"] + 2)
-        qsl = torch.tensor([0] + list(accumulate(p["q_lens"])), dtype=torch.int32, device=batch.q.device)
-        gen = torch.Generator().manual_seed(p["B"] + 1)
-        q = torch.randn(int(qsl[-1]), p["heads"], p["dim"], generator=gen).to(p["dtype"]).to(batch.q.device)
-        scale = p["dim"] ** -0.5
-        try:
-            got = attend(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
-        except NotImplementedError:
-            print(f"○ paged_attention: {NOT_SOLVED}")
-            return False
-        except Exception as exc:
-            failures.append(f"{label}: raised {_root_message(exc).splitlines()[0][:300]}")
-            break
-        want = attention_float64(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, scale)
-        tol = ATTENTION_TOL[p["dtype"]]
-        bad = ~torch.isclose(got.cpu().double(), want, rtol=tol, atol=tol)
-        if bad.any():
-            t, h, d = (int(i) for i in bad.nonzero()[0])
-            failures.append(f"{label} ({_dtype_name(p['dtype'])}): query token {t}, head {h}, column {d}: expected "
-                            f"{float(want[t, h, d]):.5g}, got {float(got[t, h, d]):.5g} (tolerance {tol:g})")
-            break
-    return report("paged_attention (assembled)", failures)
-
+    return _grade("merge_splits（split-K 合併）", _merge_cases(), lambda case: _run_merge(fn, case))

@@ -26,6 +26,8 @@ def check_prediction(name: str, zh: str, predicted: float | None, measured: floa
         print(f"○ {name}（{zh}）: no prediction yet. Write your number above, then run the measurement.")
         return False
     try:
+        if isinstance(predicted, bool):
+            raise TypeError("a bool is not a number")
         value = float(predicted)
     except (TypeError, ValueError):
         print(f"✗ {name}（{zh}）: {predicted!r} is not a number")
