@@ -2,7 +2,7 @@
 
 The same requests are served by the same model and the same scheduler twice, under the same
 KV budget: once with paged memory, once with chapter 1's contiguous ``max_seq_len``
-reservations (the budget is sized so that ten of those fit). It measures what the seeds
+reservations (the budget is sized so that ten of those fit). It measures what the articles
 claim: how many requests run at once, and what that does to throughput and latency.
 
 Optionally (``--peers``) the same requests go through transformers' own paths: static batched
