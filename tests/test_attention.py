@@ -298,12 +298,15 @@ def test_no_overflow_checks_is_scoped_and_changes_no_result() -> None:
 
     b = random_paged_batch([1, 17, 40], 5, 4, 2, 8, seed=1)
     args = (b.q, b.k_cache, b.v_cache, b.block_tables, b.seq_lens)
+    if runtime.BACKEND != "cuda":
+        from triton.runtime import interpreter
+        device_call = interpreter.InterpretedFunction.__call__
     with no_overflow_checks():
         fast = paged_decode_attention(*args)
         if runtime.BACKEND != "cuda":
-            from triton.runtime import interpreter
             assert interpreter.interpreter_builder.options.sanitize_overflow is False
+            assert interpreter.InterpretedFunction.__call__ is not device_call
     if runtime.BACKEND != "cuda":
-        from triton.runtime import interpreter
         assert interpreter.interpreter_builder.options.sanitize_overflow is True
+        assert interpreter.InterpretedFunction.__call__ is device_call
     assert torch.equal(fast, paged_decode_attention(*args))

@@ -90,14 +90,14 @@ RIGHT = {"reference": sol.hybrid_choice, "the package's": hybrid_choice, "numpy"
 @pytest.mark.parametrize("name", RIGHT)
 def test_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch11.check_hybrid_choice(RIGHT[name]) is True
-    assert "✓ hybrid_choice: passed" in capsys.readouterr().out
+    assert "✓ hybrid_choice（混合路由）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", WRONG)
 def test_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch11.check_hybrid_choice(WRONG[name]) is False
     out = capsys.readouterr().out
-    assert "✗ hybrid_choice: failed" in out
+    assert "✗ hybrid_choice（混合路由）: failed" in out
     assert "混合路由（hybrid routing）" in out.splitlines()[2]      # the first line of the failure names the concept
 
 

@@ -146,13 +146,13 @@ GATHER_RIGHT = {"reference": gather_kv, "loop": _gather_loop, "blocks": _gather_
 @pytest.mark.parametrize("name", GATHER_RIGHT)
 def test_gather_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_gather_kv(GATHER_RIGHT[name]) is True
-    assert "✓ gather_kv: passed" in capsys.readouterr().out
+    assert "✓ gather_kv（經由區塊表收集 K/V）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", GATHER_WRONG)
 def test_gather_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_gather_kv(GATHER_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ gather_kv: failed")
+    assert capsys.readouterr().out.startswith("✗ gather_kv（經由區塊表收集 K/V）: failed")
 
 
 def test_gather_checker_says_where_a_wrong_row_came_from(capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,7 +185,7 @@ def test_gather_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
         raise NotImplementedError("your turn")
 
     assert check_gather_kv(stub) is False
-    assert capsys.readouterr().out.startswith("○ gather_kv: not solved yet")
+    assert capsys.readouterr().out.startswith("○ gather_kv（經由區塊表收集 K/V）: not solved yet")
 
 
 # --- online softmax --------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ RIGHT = {"reference": step_layout, "numpy": _numpy, "torch": _torch, "divmod loo
 @pytest.mark.parametrize("name", RIGHT)
 def test_checker_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert check_step_layout(RIGHT[name]) is True
-    assert "✓ step_layout: passed" in capsys.readouterr().out
+    assert "✓ step_layout（一步的批次排列）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", WRONG)
@@ -148,10 +148,10 @@ def test_checker_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[
     broken, shown = WRONG[name]
     assert check_step_layout(broken) is False
     out = capsys.readouterr().out
-    assert out.startswith("✗ step_layout: failed") and shown in out
+    assert out.startswith("✗ step_layout（一步的批次排列）: failed") and shown in out
 
 
 def test_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert check_step_layout(_raises) is False
     out = capsys.readouterr().out
-    assert out.startswith("○ step_layout: not solved yet") and "decode" not in out
+    assert out.startswith("○ step_layout（一步的批次排列）: not solved yet") and "decode" not in out

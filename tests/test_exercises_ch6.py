@@ -76,14 +76,14 @@ ADMIT_RIGHT = {"reference": sol6.can_admit, "numpy": _admit_numpy, "torch": _adm
 @pytest.mark.parametrize("name", ADMIT_RIGHT)
 def test_can_admit_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch6.check_can_admit(ADMIT_RIGHT[name]) is True
-    assert "✓ can_admit: passed" in capsys.readouterr().out
+    assert "✓ can_admit（允入判斷）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ADMIT_WRONG)
 def test_can_admit_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch6.check_can_admit(ADMIT_WRONG[name]) is False
     out = capsys.readouterr().out
-    assert out.startswith("✗ can_admit: failed") and out.count("expected") == 1
+    assert out.startswith("✗ can_admit（允入判斷）: failed") and out.count("expected") == 1
 
 
 def test_can_admit_messages(capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,7 +98,7 @@ def test_can_admit_messages(capsys: pytest.CaptureFixture[str]) -> None:
 def test_can_admit_stub(stub, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch6.check_can_admit(stub) is False
     out = capsys.readouterr().out
-    assert out.startswith("○ can_admit: not solved yet") and "expected" not in out and "tokens=" not in out
+    assert out.startswith("○ can_admit（允入判斷）: not solved yet") and "expected" not in out and "tokens=" not in out
 
 
 # --- schedule: the scheduler's step ---------------------------------------------------------------

@@ -45,13 +45,13 @@ WASTE_RIGHT = {
 @pytest.mark.parametrize("name", WASTE_RIGHT)
 def test_last_block_waste_accepts_right_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch9.check_last_block_waste(WASTE_RIGHT[name]) is True
-    assert "✓ last_block_waste: passed" in capsys.readouterr().out
+    assert "✓ last_block_waste（最後一個區塊的浪費）: passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", WASTE_WRONG)
 def test_last_block_waste_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch9.check_last_block_waste(WASTE_WRONG[name]) is False
-    assert capsys.readouterr().out.startswith("✗ last_block_waste: failed")
+    assert capsys.readouterr().out.startswith("✗ last_block_waste（最後一個區塊的浪費）: failed")
 
 
 def test_last_block_waste_messages(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,5 +66,5 @@ def test_last_block_waste_messages(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_last_block_waste_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert ch9.check_last_block_waste(lambda n, b: -1) is False
-    assert capsys.readouterr().out == ("○ last_block_waste: not solved yet (it returns -1 whatever it is given). "
+    assert capsys.readouterr().out == ("○ last_block_waste（最後一個區塊的浪費）: not solved yet (it returns -1 whatever it is given). "
                                        "Write your version above and run the cell again.\n")

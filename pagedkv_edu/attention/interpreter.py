@@ -3,8 +3,11 @@
 Under ``TRITON_INTERPRET=1`` every int32 add, subtract and multiply is redone in int64 and
 checked against int32's range; compiled code checks only when built with ``debug=True``. On
 the kernels of this book that check costs up to about a third of the interpreter's time. The
-graders and tests keep it on; :func:`no_overflow_checks` turns it off for a block of code,
-such as a model generating dozens of tokens through kernels those checks have already passed.
+interpreter also re-patches ``triton.language`` on every call of a ``@triton.jit`` device
+function (``tl.max`` and ``tl.sum`` are such functions), although the launch has patched it
+already: another third of a decode launch. The graders and tests keep both; :func:`no_overflow_checks`
+skips them for a block of code, such as a model generating dozens of tokens through kernels
+those checks have already passed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from .. import runtime
 
 @contextlib.contextmanager
 def no_overflow_checks() -> Iterator[None]:
-    """Inside the block, the interpreter skips its int32 overflow checks (nothing changes when compiled)."""
+    """Inside the block, the interpreter skips its int32 overflow checks and re-patching on device-function
+    calls (nothing changes when compiled)."""
     if runtime.BACKEND == "cuda":
         yield
         return
@@ -26,8 +30,26 @@ def no_overflow_checks() -> Iterator[None]:
 
     builder = interpreter.interpreter_builder
     before = builder.options
+    device_call = interpreter.InterpretedFunction.__call__
+
+    patched: set[object] = set()
+
+    def call_without_repatching(self: "interpreter.InterpretedFunction", *args: object, **kwargs: object) -> object:
+        # What the interpreter's own __call__ does, but _patch_lang(self.fn) only on a function's first
+        # call: a device function's patches are never undone, so later calls find them in place.
+        if self.fn not in patched:
+            interpreter._patch_lang(self.fn)
+            patched.add(self.fn)
+        fn = self.rewrite()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise interpreter.InterpreterError(repr(e)) from e
+
     builder.options = dataclasses.replace(before, sanitize_overflow=False)
+    interpreter.InterpretedFunction.__call__ = call_without_repatching
     try:
         yield
     finally:
         builder.options = before
+        interpreter.InterpretedFunction.__call__ = device_call

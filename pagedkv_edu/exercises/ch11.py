@@ -133,7 +133,7 @@ def _run_hybrid(fn: Reader, case: ArgsCase) -> list[str]:
 def check_hybrid_choice(fn: Callable[..., int]) -> bool:
     """Grade ``fn(loads, matches, prompt_len, cache_threshold, abs_threshold, rel_threshold) -> replica``."""
     shown = [ArgsCase(name, tuple(args)) for name, *args in HYBRID_CASES]
-    return grade("hybrid_choice", fn, shown, list(trace_cases()) + HIDDEN_EDGE_CASES, _run_hybrid,
+    return grade("hybrid_choice（混合路由）", fn, shown, list(trace_cases()) + HIDDEN_EDGE_CASES, _run_hybrid,
                  constant_is_stub=True)
 
 

@@ -151,4 +151,4 @@ def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
 
 def check_gather_kv(fn: Callable[[torch.Tensor, Sequence[int], int], torch.Tensor]) -> bool:
     """Grade ``fn(cache, block_table, seq_len) -> [seq_len, num_kv_heads, head_dim]`` in the cache's dtype."""
-    return grade("gather_kv", fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)
+    return grade("gather_kv（經由區塊表收集 K/V）", fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)

@@ -120,4 +120,4 @@ def _run_step(fn: Reader, case: StepCase) -> list[str]:
 def check_step_layout(fn: Callable[[list[list[int]], list[int], list[int], int],
                                    tuple[Sequence[int], Sequence[int], Sequence[int]]]) -> bool:
     """Grade ``fn(block_tables, seq_lens, query_lens, block_size) -> (positions, slots, last_token_index)``."""
-    return grade("step_layout", fn, STEP_CASES, HIDDEN_STEP_CASES, _run_step)
+    return grade("step_layout（一步的批次排列）", fn, STEP_CASES, HIDDEN_STEP_CASES, _run_step)

@@ -74,7 +74,7 @@ def _run_admit(fn: Reader, case: ArgsCase) -> list[str]:
 def check_can_admit(fn: Callable[[int, int, int, int, int], bool]) -> bool:
     """Grade ``fn(num_tokens, block_size, num_free_blocks, watermark_blocks, num_running)``."""
     shown = [ArgsCase(name, tuple(args)) for name, *args in ADMIT_CASES]
-    return grade("can_admit", fn, shown, HIDDEN_ADMIT_CASES, _run_admit, constant_is_stub=True)
+    return grade("can_admit（允入判斷）", fn, shown, HIDDEN_ADMIT_CASES, _run_admit, constant_is_stub=True)
 
 
 # --- the scheduler's step -------------------------------------------------------------------------

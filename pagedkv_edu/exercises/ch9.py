@@ -63,4 +63,4 @@ def _run_waste(fn: Reader, case: ArgsCase) -> list[str]:
 def check_last_block_waste(fn: Callable[[int, int], int]) -> bool:
     """Grade ``fn(num_tokens, block_size)``: allocated but empty slots of the last block."""
     shown = [ArgsCase(name, (n, b)) for name, n, b in WASTE_CASES]
-    return grade("last_block_waste", fn, shown, HIDDEN_WASTE_CASES, _run_waste, constant_is_stub=True)
+    return grade("last_block_waste（最後一個區塊的浪費）", fn, shown, HIDDEN_WASTE_CASES, _run_waste, constant_is_stub=True)
