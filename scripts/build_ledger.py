@@ -32,6 +32,22 @@ def _link(path: str | None) -> str:
     return f" (`{path}`)"
 
 
+def _section(c: dict, level: str, said: list[str]) -> list[str]:
+    """One claim's section: its anchor and heading, what was said, then where, measured and the verdicts."""
+    return [
+        f"({c['id']})=",
+        f"{level} {c['id']}: {MARK[c['verdict']]}",
+        "",
+        *said,
+        "",
+        f"- **Where:** {c['where']}{_link(c.get('in'))}",
+        f"- **Measured:** {c['measured']}",
+        f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
+        f"- **判定：** {c['zh']}",
+        "",
+    ]
+
+
 def render(data: dict) -> str:
     """The ledger page: a summary table, then one section per claim, then the sentences that are not claims."""
     names = {key: a["called"] for key, a in data["articles"].items()}
@@ -60,38 +76,14 @@ def render(data: dict) -> str:
         out.append(f"| {{ref}}`{c['id']}` | {names[c['article']]} | {MARK[c['verdict']]} | {c['where']} |")
     out.append("")
     for c in claims:
-        out += [
-            f"({c['id']})=",
-            f"## {c['id']}: {MARK[c['verdict']]}",
-            "",
-            f"> 「{c['quote']}」",
-            "",
-            f"*{names[c['article']]}:* {c['gloss']}",
-            "",
-            f"- **Where:** {c['where']}{_link(c.get('in'))}",
-            f"- **Measured:** {c['measured']}",
-            f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
-            f"- **判定：** {c['zh']}",
-            "",
-        ]
+        out += _section(c, "##", [f"> 「{c['quote']}」", "", f"*{names[c['article']]}:* {c['gloss']}"])
     papers = data.get("paper_claims", [])
     if papers:
         out += ["## The paper's figures the book also measures", "",
                 "Claims of Kwon et al. (SOSP 2023) that the articles do not quote but the book measures beside them;",
                 "each is the paper's figure in English, with the same fields and verdicts as above.", ""]
         for c in papers:
-            out += [
-                f"({c['id']})=",
-                f"### {c['id']}: {MARK[c['verdict']]}",
-                "",
-                f"> {c['claim']} ({c['source']})",
-                "",
-                f"- **Where:** {c['where']}{_link(c.get('in'))}",
-                f"- **Measured:** {c['measured']}",
-                f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
-                f"- **判定：** {c['zh']}",
-                "",
-            ]
+            out += _section(c, "###", [f"> {c['claim']} ({c['source']})"])
     out += ["## Sentences with numbers that are not claims", ""]
     for group in data["not_claims"]:
         out.append(f"*{names[group['article']]}*, {group['why']}:")
