@@ -151,8 +151,6 @@ class SetupReport:
 def setup(seed: int = 0, *, self_test: bool = True, quiet: bool = False) -> SetupReport:
     """The first call of every chapter: seed, report versions and device, self-test Triton."""
     seed_everything(seed)
-    from .viz import register_formatters  # pools and managers display as pictures in notebooks
-    register_formatters()
     if self_test:
         triton_self_test()
     report = SetupReport(BACKEND, device_name(), seed, versions())

@@ -168,3 +168,21 @@ def test_self_test_does_not_disturb_the_seeded_streams() -> None:
     with_test = _draws()
     pagedkv_edu.setup(seed=7, self_test=False, quiet=True)
     assert _draws() == with_test
+
+
+def test_setup_shows_pools_and_managers_as_pictures_in_ipython(monkeypatch) -> None:
+    """pagedkv_edu.setup() registers the pictures (the runtime itself imports no views)."""
+    import types
+
+    import IPython
+
+    import pagedkv_edu
+    from pagedkv_edu.block_manager import BlockManager
+    from pagedkv_edu.block_pool import BlockPool
+
+    registered = []
+    formatter = types.SimpleNamespace(for_type=lambda kind, fn: registered.append(kind))
+    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(mimebundle_formatter=formatter))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    pagedkv_edu.setup(seed=0, self_test=False, quiet=True)
+    assert registered == [BlockPool, BlockManager]
