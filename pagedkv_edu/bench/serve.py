@@ -52,7 +52,7 @@ from ..engine.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
 from ..sharing import few_shot_max_seq_len, few_shot_variant
 from ..workload import Request, copilot50, prompt_token_ids
-from . import add_out_flag, emit, metadata
+from . import add_out_flag, arrivals, emit, metadata
 
 
 @dataclass(frozen=True)
@@ -320,18 +320,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--breakdown", action="store_true",
                    help="profile one more paged run: seconds per step kind in linear layers, attention, K/V gathers, "
                         "other; and each decode step against its memory-bandwidth floor")
+    p.add_argument("--arrival-rate", type=float, default=None, metavar="PER_S",
+                   help="with --peers: Poisson arrivals at this rate, replayed on the wall clock, instead of all at once")
     add_json_flag(p)
     add_out_flag(p)
     p.set_defaults(func=run_serve_bench)
 
 
 def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
+    if args.arrival_rate is not None and (not args.peers or args.policy != "paged" or not args.arrival_rate > 0):
+        raise SystemExit(f"--arrival-rate {args.arrival_rate} compares the paged engine with transformers on arrivals: "
+                         "give a positive rate with --peers --policy paged")
     meta = metadata("serve")    # the date the run started, as every record's
     torch.manual_seed(args.seed)
     model = load_model(args.model)
     setup = make_setup(model, num_requests=args.num_requests, length_scale=args.length_scale,
                        output_scale=args.output_scale, block_size=args.block_size,
                        kv_budget_tokens=args.kv_budget_tokens, seed=args.seed, shots=args.few_shot)
+    if args.arrival_rate is not None:
+        record = {**meta, **_setup_fields(args, setup), "arrivals": arrivals.compare(model, setup, args.arrival_rate,
+                                                                                     args.seed, args.backend)}
+        return emit(args, record, arrivals.print_table)
     policies = list(POLICIES) if args.policy == "both" else [args.policy]
     if args.prefix_caching and "paged" not in policies:
         policies.insert(0, "paged")          # the baseline the gain is measured against
@@ -340,14 +349,7 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         runs[PREFIX_RUN] = run_engine(model, setup, "paged", backend=args.backend, use_tqdm=not args.json,
                                       enable_prefix_caching=True)
         runs[PREFIX_RUN]["policy"] = PREFIX_RUN
-    record: dict[str, Any] = {
-        **meta, "attention_backend": args.backend, "model": args.model, "workload": args.workload,
-        "num_requests": args.num_requests, "length_scale": args.length_scale, "output_scale": args.output_scale,
-        "few_shot": args.few_shot, "shared_prefix_tokens": setup.requests[0].shared_prefix_len,
-        "max_seq_len": setup.max_seq_len, "kv_budget_tokens": setup.kv_budget_tokens,
-        "block_size": setup.block_size, "max_num_batched_tokens": DEFAULT_MAX_NUM_BATCHED_TOKENS,
-        "torch_threads": torch.get_num_threads(), "runs": runs,
-    }
+    record: dict[str, Any] = {**meta, **_setup_fields(args, setup), "runs": runs}
     if args.prefix_caching:
         record["prefix_caching"] = prefix_caching_gain(runs["paged"], runs[PREFIX_RUN])
     if args.breakdown and "paged" in runs:
@@ -377,6 +379,16 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     for run in runs.values():   # compared above; tens of thousands of ids would be most of the record
         del run["token_ids"]
     return emit(args, record, print_table)
+
+
+def _setup_fields(args: argparse.Namespace, setup: ServeSetup) -> dict[str, Any]:
+    """What every serve record says about its experiment."""
+    return {"attention_backend": args.backend, "model": args.model, "workload": args.workload,
+            "num_requests": args.num_requests, "length_scale": args.length_scale, "output_scale": args.output_scale,
+            "few_shot": args.few_shot, "shared_prefix_tokens": setup.requests[0].shared_prefix_len,
+            "max_seq_len": setup.max_seq_len, "kv_budget_tokens": setup.kv_budget_tokens,
+            "block_size": setup.block_size, "max_num_batched_tokens": DEFAULT_MAX_NUM_BATCHED_TOKENS,
+            "torch_threads": torch.get_num_threads()}
 
 
 PREFIX_RUN = "paged+prefix-cache"
