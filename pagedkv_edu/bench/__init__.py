@@ -23,6 +23,7 @@ from .. import runtime
 BENCHMARKS: tuple[str, ...] = (
     "pagedkv_edu.bench.attention",
     "pagedkv_edu.bench.decode",
+    "pagedkv_edu.bench.chunked_prefill",
 )
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
