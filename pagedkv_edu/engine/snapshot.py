@@ -16,6 +16,7 @@ from typing import Any
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
 from ..block_table import BlockTable
+from ..metrics import utilisation
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ class Snapshot:
 
     @property
     def waste_fraction(self) -> float:
-        return self.waste_slots / self.allocated_slots if self.allocated_slots else 0.0
+        """Empty share of the allocated slots: one minus the utilisation."""
+        return 1.0 - utilisation(self.num_tokens, self.allocated_slots)
 
     def summary(self) -> str:
         """The counters as one line of text (the static picture's text/plain)."""
