@@ -214,3 +214,18 @@ def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
     tails = [r for r in grid.iter(f"{SVG}rect") if r.get("fill-opacity")]
     assert len(tails) == 3 and all(abs(float(r.get("width")) / 47 - 25 / 32) < 1e-3 for r in tails)   # the empty tails
     assert trace.output_ids(0) == outputs[0].token_ids     # the text is read from the live sequence
+
+
+def test_one_picture_the_explorer_and_the_replay_draw_the_same_blocks(run) -> None:
+    """A trace frame is the explorer's Snapshot: both renderers draw its blocks with the same grid."""
+    from pagedkv_edu.viz.render import render_svg
+
+    trace, engine, *_ = run
+    index = key_frames(trace)["shared prefix"]
+
+    def cells(svg: str) -> list[dict[str, str]]:
+        return [{k: v for k, v in g.attrib.items() if k.startswith("data-")}
+                for g in ET.fromstring(svg).iter(f"{SVG}g") if g.get("class") == "block"]
+
+    assert cells(render_svg(trace[index])) == cells(frame_svg(trace, index))
+    assert any(c["data-state"] == "shared" for c in cells(frame_svg(trace, index)))

@@ -84,7 +84,7 @@ def _cell(view: BlockView, x: float, y: float, w: float, h: float, block_size: i
         out.append(f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" fill="none" '
                    f'stroke="{"#444444" if detailed else "#000000"}" stroke-width="{1 if detailed else 2}"/>')
     if view.cached:
-        out.append(f'<circle class="cached" cx="{x + w / 2:g}" cy="{y + h / 2:g}" r="{min(w, h) / 6:g}" '
+        out.append(f'<circle class="cached" cx="{x + w / 2:g}" cy="{y + h / 2:g}" r="{min(w, h, 24) / 6:g}" '
                    f'fill="#000000"/>')
     if detailed:
         out += _cell_text(view, x, y, w, h, block_size, colours)
