@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .block_pool import BlockPool
+from . import metrics
 from .checks import check_token_ids
 
 BlockHash = bytes
@@ -154,13 +155,11 @@ class PrefixCache:
         self.hit_tokens += hit
 
     @property
-    def hit_rate(self) -> float:
-        """Tokens found over tokens looked up, at every admission (a preempted request's return included).
-
-        The engine also reports the hit rate of first admissions alone, which is the sharing
-        between requests (``EngineStats.prefix_hit_rate``).
-        """
-        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
+    def lookup_hit_rate(self) -> float:
+        """Tokens found over tokens looked up, at every lookup: a preempted request finding its own blocks
+        again counts too. Not the prefix hit rate (:func:`~pagedkv_edu.metrics.hit_rate` over first
+        admissions, ``EngineStats.prefix_hit_rate``), which counts only sharing between requests."""
+        return metrics.hit_rate(self.hit_tokens, self.queried_tokens)
 
     # --- filling and eviction ------------------------------------------------------------
     def insert(self, block_id: int, block_hash: BlockHash, parent_block: int | None,
@@ -210,5 +209,5 @@ class PrefixCache:
         return [b for b in self.pool.free_ids() if b in self._key_of]
 
     def __repr__(self) -> str:
-        return (f"PrefixCache({self.num_cached_blocks} cached blocks, hit rate {self.hit_rate:.1%} "
+        return (f"PrefixCache({self.num_cached_blocks} cached blocks, lookup hit rate {self.lookup_hit_rate:.1%} "
                 f"= {self.hit_tokens}/{self.queried_tokens} tokens, {self.num_evictions} evictions)")

@@ -18,6 +18,7 @@ import numpy as np
 
 from .block_manager import BlockManager
 from .block_pool import FREE_ORDERS, FreeOrder
+from . import metrics
 from .checks import check_whole
 from .radix_cache import RadixCache, RadixNode
 
@@ -35,7 +36,7 @@ class PrefixReplay:
 
     @property
     def hit_rate(self) -> float:
-        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
+        return metrics.hit_rate(self.hit_tokens, self.queried_tokens)
 
 
 def _check(prompts: Sequence[Sequence[int]], capacity_tokens: int, max_running: int) -> None:

@@ -47,7 +47,7 @@ def test_a_second_request_reuses_the_shared_full_blocks_and_computes_the_rest() 
     a, b = m.table("a"), m.table("b")
     assert b.block_ids[:2] == a.block_ids[:2] and b.block_ids[2] != a.block_ids[2]
     assert m.ref_count_of("b") == [2, 2, 1, 1]
-    assert m.prefix_cache.hit_rate == pytest.approx(8 / (13 + 15))
+    assert m.prefix_cache.lookup_hit_rate == pytest.approx(8 / (13 + 15))
     m.finish("a")
     m.finish("b")
     assert m.pool.num_free == m.pool.num_blocks

@@ -114,10 +114,11 @@ def test_frame_svg_shows_the_frame(run) -> None:
     for entry in frame.tables:
         assert all(f"r{entry.seq_id}" in owners[b].split("+") for b in entry.block_ids)
     assert all(owners[b] == "-" for b, refs in enumerate(frame.ref_counts) if refs == 0)
-    drawn = sum(float(r.get("width")) + 1 for r in grid.iter(f"{SVG}rect")
-                if r.get("fill") != "none" and r.get("fill-opacity") is None)   # not the pale tails
-    cell = float([r for r in grid.iter(f"{SVG}rect")][0].get("height")) + 1
-    assert drawn == frame.num_blocks * cell                     # the bars cover every block exactly once
+    cells = [g for g in grid.iter(f"{SVG}g") if g.get("class") == "block"]
+    assert [int(g.get("data-block")) for g in cells] == list(range(frame.num_blocks))   # every block, once
+    assert [int(g.get("data-refs")) for g in cells] == list(frame.ref_counts)
+    thick = [g for g in cells if any(r.get("stroke-width") == "2" for r in g.iter(f"{SVG}rect"))]
+    assert len(thick) == frame.num_shared > 0                   # a shared block wears a thick border
     queues = {g.get("data-queue"): g.get("data-ids") for g in svg.iter(f"{SVG}g") if g.get("class") == "queue"}
     assert queues["running"].split() == [f"r{s}" for s in frame.running]
     assert queues["preempted"].split() == [f"r{s}" for s in frame.preempted]
@@ -195,7 +196,7 @@ def test_budget_bar_and_partly_filled_blocks(run) -> None:
 
 
 def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
-    """Contiguous memory draws its reservations with their empty tails; a full trace stops, flagged."""
+    """A contiguous reservation is one block of max_seq_len, drawn with its empty tail; a full trace stops, flagged."""
     tiny = load_model("tiny-random")
     prompts = [[100 + i + j for j in range(6)] for i in range(3)]
     trace = EngineTrace(max_frames=2)
@@ -203,14 +204,28 @@ def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
                        trace=trace)
     outputs = engine.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
     assert len(engine.history) > 2 and len(trace) == 2 and trace.truncated
-    assert trace[0].ref_counts == () and trace[0].num_blocks == 0 and set(trace[0].running) == {0, 1, 2}
     frame = trace[1]
-    assert [(r.seq_id, r.size) for r in frame.reservations] == [(0, 32), (1, 32), (2, 32)] and frame.capacity == 128
-    assert [r.num_tokens for r in frame.reservations] == [7, 7, 7]   # prompt of 6 and the first sampled token
+    assert (frame.block_size, frame.num_blocks, frame.num_used, set(frame.running)) == (32, 4, 3, {0, 1, 2})
+    assert [(t.seq_id, len(t.block_ids), t.num_tokens) for t in frame.tables] == [(0, 1, 7), (1, 1, 7), (2, 1, 7)]
+    assert (frame.allocated_slots, frame.num_tokens, frame.waste_slots) == (96, 21, 75)   # prompt 6 + 1 sampled
     svg = ET.fromstring(frame_svg(trace, 1))
-    arena = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "arena"][0]
-    assert (arena.get("data-capacity"), arena.get("data-reserved"), arena.get("data-filled")) == ("128", "96", "21")
-    drawn = {g.get("data-request"): int(g.get("data-tokens")) for g in arena.iter(f"{SVG}g")
-             if g.get("class") == "reservation"}
-    assert drawn == {"r0": 7, "r1": 7, "r2": 7}
+    grid = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "grid"][0]
+    assert (grid.get("data-block-size"), grid.get("data-fills")) == ("32", "7 7 7 0")
+    tails = [r for r in grid.iter(f"{SVG}rect") if r.get("fill-opacity")]
+    assert len(tails) == 3 and all(abs(float(r.get("width")) / 47 - 25 / 32) < 1e-3 for r in tails)   # the empty tails
     assert trace.output_ids(0) == outputs[0].token_ids     # the text is read from the live sequence
+
+
+def test_one_picture_the_explorer_and_the_replay_draw_the_same_blocks(run) -> None:
+    """A trace frame is the explorer's Snapshot: both renderers draw its blocks with the same grid."""
+    from pagedkv_edu.viz.render import render_svg
+
+    trace, engine, *_ = run
+    index = key_frames(trace)["shared prefix"]
+
+    def cells(svg: str) -> list[dict[str, str]]:
+        return [{k: v for k, v in g.attrib.items() if k.startswith("data-")}
+                for g in ET.fromstring(svg).iter(f"{SVG}g") if g.get("class") == "block"]
+
+    assert cells(render_svg(trace[index])) == cells(frame_svg(trace, index))
+    assert any(c["data-state"] == "shared" for c in cells(frame_svg(trace, index)))

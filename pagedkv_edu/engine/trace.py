@@ -1,24 +1,9 @@
-"""A step-by-step record of a live engine: what every block and queue held after each step.
+"""A live engine's run, one :class:`~.snapshot.Snapshot` per step, for chapter 6's replay.
 
-Chapter 2's explorer drives a toy block manager by hand. To *watch* a real run, the 50
-consultants on SmolLM2, the engine records one compact :class:`Frame` per step when it is
-given an :class:`EngineTrace` (``LLMEngine(..., trace=EngineTrace())``; off by default, since
-it costs a copy of the pool's reference counts per step). A frame holds what the views need
-to redraw that moment without the engine:
-
-* every block's reference count, and which blocks the prefix cache can find (``cached``);
-* every live sequence's block table and token count; for contiguous memory, every reservation
-  (where it starts, its size, and how many of its slots hold tokens), whose empty tails are the
-  waste paging removes;
-* the step's token budget: how many prefill and decode tokens it computed, of how many allowed;
-* the waiting queue split in two: requests that never ran, and requests preempted and waiting
-  to be recomputed; the running batch in admission order;
-* the step's events: admitted, preempted, finished, copy-on-write copies made;
-* how many tokens each sequence has generated so far. The text is decoded on demand
-  (:meth:`EngineTrace.text`), so recording stays cheap: decoding every sequence at every step
-  would cost more than a small model's decode step.
-
-The trace is data, not a view: ``viz.replay`` draws it, and the engine never imports a view.
+``LLMEngine(..., trace=EngineTrace())`` records the block pool, the tables, the queues, the
+step's token budget and events after every step (off by default: it copies the pool's reference
+counts per step). Text is decoded on demand, so recording stays cheap. Data, not a view:
+``viz.replay`` draws it.
 """
 
 from __future__ import annotations
@@ -27,7 +12,10 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..block_pool import BlockPool
+from ..block_table import BlockTable
 from ..checks import check_whole
+from .snapshot import Snapshot, snapshot
 
 
 class _Traced(Protocol):
@@ -39,77 +27,6 @@ class _Traced(Protocol):
     num_preemptions: int
 
 
-@dataclass(frozen=True)
-class TableEntry:
-    """One live sequence's block table after a step."""
-
-    seq_id: Hashable
-    num_tokens: int
-    block_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """One contiguous reservation after a step: ``size`` slots from ``start``, ``num_tokens`` of them filled."""
-
-    seq_id: Hashable
-    start: int
-    size: int
-    num_tokens: int
-
-
-@dataclass(frozen=True)
-class Frame:
-    """The engine after one step, as plain immutable data."""
-
-    step: int
-    block_size: int
-    ref_counts: tuple[int, ...]              # per physical block; 0 = free
-    cached: frozenset[int]                   # blocks the prefix cache can find (in use or free)
-    free_order: tuple[int, ...]              # the pool's free queue, next to be allocated first
-    tables: tuple[TableEntry, ...]           # live sequences, in the block manager's order
-    running: tuple[Hashable, ...]            # the batch, oldest admission first
-    waiting: tuple[Hashable, ...]            # queued, never run
-    preempted: tuple[Hashable, ...]          # queued again after a preemption, to be recomputed
-    admitted: tuple[Hashable, ...] = ()      # prefilled in this step
-    preempted_now: tuple[Hashable, ...] = () # preempted in this step
-    finished: tuple[Hashable, ...] = ()      # finished in this step
-    copies: tuple[tuple[int, int], ...] = () # copy-on-write (source, destination) made in this step
-    num_output: tuple[tuple[Hashable, int], ...] = ()   # tokens generated so far, every sequence seen
-    prefill_tokens: int = 0                  # prompt tokens computed in this step (chunks and recomputation included)
-    decode_tokens: int = 0                   # sampled tokens fed back in this step, one per decoding sequence
-    token_budget: int | None = None          # the step's cap (max_num_batched_tokens); None: no cap
-    reservations: tuple[Reservation, ...] = ()   # contiguous memory: every reservation, in arena order
-    capacity: int = 0                        # contiguous memory: the arena's slots
-
-    @property
-    def num_slots_reserved(self) -> int:
-        return sum(r.size for r in self.reservations)
-
-    @property
-    def num_blocks(self) -> int:
-        return len(self.ref_counts)
-
-    @property
-    def num_used(self) -> int:
-        return sum(1 for r in self.ref_counts if r)
-
-    @property
-    def num_shared(self) -> int:
-        """Blocks referenced by more than one table: prefix sharing or forked samples."""
-        return sum(1 for r in self.ref_counts if r > 1)
-
-    def table(self, seq_id: Hashable) -> TableEntry | None:
-        for entry in self.tables:
-            if entry.seq_id == seq_id:
-                return entry
-        return None
-
-    def outputs(self, seq_id: Hashable) -> int:
-        """Tokens ``seq_id`` had generated after this step (0 if it had not started)."""
-        return dict(self.num_output).get(seq_id, 0)
-
-
 @dataclass
 class EngineTrace:
     """The frames of one run, plus what is needed to show each sequence's text.
@@ -119,7 +36,7 @@ class EngineTrace:
     """
 
     max_frames: int = 100_000
-    frames: list[Frame] = field(default_factory=list)
+    frames: list[Snapshot] = field(default_factory=list)
     truncated: bool = False
     tokenizer: Any = None
     _sequences: dict[Hashable, _Traced] = field(default_factory=dict, repr=False)
@@ -132,10 +49,10 @@ class EngineTrace:
     def __len__(self) -> int:
         return len(self.frames)
 
-    def __iter__(self) -> Iterator[Frame]:
+    def __iter__(self) -> Iterator[Snapshot]:
         return iter(self.frames)
 
-    def __getitem__(self, index: int) -> Frame:
+    def __getitem__(self, index: int) -> Snapshot:
         return self.frames[index]
 
     @property
@@ -156,7 +73,6 @@ class EngineTrace:
         if self.tokenizer is None:
             self.tokenizer = getattr(engine, "tokenizer", None)
         scheduler = engine.scheduler
-        manager = getattr(scheduler.memory, "manager", None)
         running, queued = list(scheduler.running), list(scheduler.waiting)
         # Admitted in this step (with chunked prefill, a prompt's later chunks are not admissions).
         admitted = list(getattr(scheduled, "admitted", None) if hasattr(scheduled, "admitted")
@@ -166,28 +82,10 @@ class EngineTrace:
         now_live = {s.seq_id for s in running} | {s.seq_id for s in queued}
         finished = tuple(s for s in self._sequences if s not in now_live and s not in self._done)
         self._done.update(finished)
-        if manager is not None:
-            pool, cache = manager.pool, manager.prefix_cache
-            ref_counts = tuple(pool.ref_counts)
-            cached = frozenset(b for b in range(pool.num_blocks) if cache is not None and b in cache)
-            free_order = tuple(pool.free_ids())
-            tables = tuple(TableEntry(seq_id, t.num_tokens, tuple(t.block_ids)) for seq_id, t in manager.tables.items())
-            block_size = manager.block_size
-        else:   # contiguous memory: no blocks; its reservations and their filled slots instead
-            ref_counts, cached, free_order, tables, block_size = (), frozenset(), (), (), 0
-        arena = getattr(scheduler.memory, "arena", None)
-        reservations: tuple[Reservation, ...] = ()
-        if arena is not None:
-            lengths = scheduler.memory.lengths
-            reservations = tuple(Reservation(e.owner, e.start, e.size, lengths.get(e.owner, 0)) for e in arena.extents)
         steps = list(getattr(scheduled, "scheduled", ()))
-        self.frames.append(Frame(
+        self.frames.append(snapshot(
+            *_blocks_of(scheduler.memory, engine.max_seq_len),
             step=len(self.frames),
-            block_size=block_size,
-            ref_counts=ref_counts,
-            cached=cached,
-            free_order=free_order,
-            tables=tables,
             running=tuple(s.seq_id for s in running),
             waiting=tuple(s.seq_id for s in queued if not getattr(s, "num_preemptions", 0)),
             preempted=tuple(s.seq_id for s in queued if getattr(s, "num_preemptions", 0)),
@@ -199,8 +97,6 @@ class EngineTrace:
             prefill_tokens=sum(s.num_new_tokens for s in steps if s.is_prefill),
             decode_tokens=sum(s.num_new_tokens for s in steps if not s.is_prefill),
             token_budget=getattr(scheduler, "max_num_batched_tokens", None),
-            reservations=reservations,
-            capacity=arena.capacity if arena is not None else 0,
         ))
 
     # --- reading ------------------------------------------------------------------------
@@ -234,4 +130,15 @@ class EngineTrace:
         return self._decoded[(seq_id, key)]
 
 
-__all__ = ["EngineTrace", "Frame", "Reservation", "TableEntry"]
+def _blocks_of(memory: Any, max_seq_len: int) -> tuple[Any, dict[Hashable, BlockTable] | None]:
+    """The memory as a block manager, or a pool and tables: a contiguous reservation is one block of ``max_seq_len``."""
+    arena = getattr(memory, "arena", None)
+    if arena is None:
+        return getattr(memory, "manager", memory), None
+    held = {e.start // max_seq_len: e.owner for e in arena.extents}
+    pool = BlockPool.from_free_order(arena.capacity // max_seq_len, max_seq_len,
+                                     [b for b in range(arena.capacity // max_seq_len) if b not in held])
+    return pool, {owner: BlockTable(max_seq_len, [b], memory.lengths[owner]) for b, owner in sorted(held.items())}
+
+
+__all__ = ["EngineTrace"]

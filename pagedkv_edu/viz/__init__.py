@@ -14,7 +14,7 @@ from typing import Any
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
 from .render import Picture, manager_svg, pool_svg, render_svg
-from .snapshot import Snapshot, snapshot
+from ..engine.snapshot import Snapshot, snapshot
 
 __all__ = ["Picture", "Snapshot", "manager_svg", "pool_svg", "register_formatters", "render_svg", "snapshot"]
 

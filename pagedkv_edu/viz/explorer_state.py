@@ -33,7 +33,7 @@ from ..block_pool import BlockPool
 from ..checks import check_whole, is_whole
 from ..scheduler import PagedMemory, Scheduler
 from .render import request_label
-from .snapshot import Snapshot, snapshot
+from ..engine.snapshot import Snapshot, snapshot
 
 
 @dataclass(eq=False)

@@ -1,16 +1,10 @@
-"""Draw a block pool and its block tables as SVG: a pure function of a :class:`Snapshot`.
+"""Draw a :class:`~pagedkv_edu.engine.snapshot.Snapshot` as SVG: the one renderer of the memory's state.
 
-The same picture serves three readers. The explorer widget shows it live; notebooks embed
-it as ``image/svg+xml``, so GitHub and the rendered book show the state a reader saw; and
-tests compare it as text. So the output is deterministic: no random ids, no timestamps, no
-``<defs>`` (ids would clash when several pictures share one HTML page).
-
-Left: the physical blocks in id order, coloured by the request that owns them (Paul Tol's
-"muted" palette, which stays distinguishable under the common colour-vision deficiencies;
-every block also carries its owner's name, so colour is never the only cue). A bar at the
-bottom of each block shows its filled slots out of ``block_size``. A block with several
-references is striped in its owners' colours and wears a ``×n`` badge. Right: every
-request's block table, logical → physical with fills. Top: the counters.
+:func:`render_svg` is chapter 2's and 7's picture (big cells, every block table), :func:`step_svg`
+chapter 6's replay frame (small cells, the queues and the token budget); both draw the blocks
+with :func:`_grid`. Deterministic (no ids, no ``<defs>``), so tests compare ``data-*`` attributes
+and the book embeds the SVG a reader saw. Colours: Paul Tol's "muted" palette, and every block
+also names its owner, so colour is never the only cue.
 """
 
 from __future__ import annotations
@@ -22,8 +16,7 @@ from html import escape
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
 from ..block_table import BlockTable
-from .snapshot import BlockView, Snapshot, TableView, snapshot
-
+from ..engine.snapshot import BlockView, Snapshot, TableView, snapshot
 # Paul Tol's muted qualitative scheme, ordered so that consecutive request ids contrast.
 PALETTE: tuple[str, ...] = (
     "#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288",
@@ -69,45 +62,75 @@ def _text(x: float, y: float, content: str, *, size: int = 11, anchor: str = "st
             f'text-anchor="{anchor}" fill="{colour}" font-weight="{weight}">{escape(content)}</text>')
 
 
-def _block(view: BlockView, x: float, y: float, block_size: int) -> list[str]:
+def _cell(view: BlockView, x: float, y: float, w: float, h: float, block_size: int, detailed: bool) -> list[str]:
+    """One block: its owners' colours (stripes when shared), a pale empty tail, a dot when cached; with
+    ``detailed``, its id, owner, ``×n`` reference badge and a fill bar."""
     owner_attr = " ".join(request_label(o) for o in view.owners)
     out = [f'<g class="block" data-block="{view.block_id}" data-state="{view.state}" '
            f'data-owner="{escape(owner_attr)}" data-fill="{view.fill}" data-refs="{view.ref_count}">']
-    if view.state == "free":
-        colours, label = [FREE_COLOUR], "free"
-    elif view.state == "other":
-        colours, label = [OTHER_COLOUR], "held"
-    else:
+    if view.owners:
         colours = [request_colour(o) for o in view.owners]
-        names = "+".join(request_label(o) for o in view.owners)
-        label = names if len(names) <= 9 else f"{len(view.owners)} reqs"
-    band = CELL_W / len(colours)
+    else:
+        colours = [OTHER_COLOUR if view.state == "other" else "#FFFFFF" if view.cached else FREE_COLOUR]
+    band = w / len(colours)
     for i, colour in enumerate(colours):   # one band per owner: stripes for a shared block
-        out.append(f'<rect class="fill" x="{x + i * band:g}" y="{y:g}" width="{band:g}" height="{CELL_H:g}" '
+        out.append(f'<rect class="fill" x="{x + i * band:g}" y="{y:g}" width="{band:g}" height="{h:g}" '
                    f'fill="{colour}"/>')
-    out.append(f'<rect x="{x:g}" y="{y:g}" width="{CELL_W:g}" height="{CELL_H:g}" fill="none" '
-               f'stroke="#444444" stroke-width="1"/>')
-    ink = _text_colour(colours[0])
-    if len(colours) > 1:   # labels on stripes sit on a white pill to stay legible
-        ink = "#000000"
-        out.append(f'<rect x="{x + 3:g}" y="{y + 2:g}" width="{CELL_W - 24:g}" height="14" rx="3" fill="#FFFFFF"/>')
-        out.append(f'<rect x="{x + 3:g}" y="{y + 19:g}" width="{CELL_W - 6:g}" height="28" rx="3" fill="#FFFFFF"/>')
-    out.append(_text(x + 4, y + 13, f"#{view.block_id}", size=11, colour=ink, weight="bold"))
-    out.append(_text(x + CELL_W / 2, y + 30, label, size=11, anchor="middle", colour=ink))
-    if view.ref_count > 1:
-        cx, cy = x + CELL_W - 11, y + 10
-        out.append(f'<circle class="badge" cx="{cx:g}" cy="{cy:g}" r="8" fill="#FFFFFF" stroke="#000000"/>')
-        out.append(_text(cx, cy + 3.5, f"×{view.ref_count}", size=9, anchor="middle", weight="bold"))
-    if view.state in ("owned", "shared"):
-        bar_x, bar_y, bar_w = x + 4, y + CELL_H - 11, CELL_W - 8
-        filled = bar_w * view.fill / block_size
-        out.append(f'<rect class="fillbar" x="{bar_x:g}" y="{bar_y:g}" width="{bar_w:g}" height="7" '
-                   f'fill="#FFFFFF" stroke="#000000" stroke-width="0.5"/>')
-        out.append(f'<rect x="{bar_x:g}" y="{bar_y:g}" width="{filled:.2f}" height="7" fill="#000000"/>')
-        out.append(_text(x + CELL_W / 2, y + CELL_H - 15, f"{view.fill}/{block_size}", size=9,
-                         anchor="middle", colour=ink))
+    if view.owners and view.fill < block_size:   # the empty tail: internal waste (a reservation's, mostly)
+        empty = w * (1 - view.fill / block_size)
+        out.append(f'<rect x="{x + w - empty:g}" y="{y:g}" width="{empty:g}" height="{h:g}" '
+                   f'fill="#FFFFFF" fill-opacity="0.7"/>')
+    if detailed or view.ref_count > 1:   # small cells: a thick border marks a shared block
+        out.append(f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" fill="none" '
+                   f'stroke="{"#444444" if detailed else "#000000"}" stroke-width="{1 if detailed else 2}"/>')
+    if view.cached:
+        out.append(f'<circle class="cached" cx="{x + w / 2:g}" cy="{y + h / 2:g}" r="{min(w, h, 24) / 6:g}" '
+                   f'fill="#000000"/>')
+    if detailed:
+        out += _cell_text(view, x, y, w, h, block_size, colours)
     out.append("</g>")
     return out
+
+
+def _cell_text(view: BlockView, x: float, y: float, w: float, h: float, block_size: int,
+               colours: list[str]) -> list[str]:
+    names = "+".join(request_label(o) for o in view.owners)
+    label = {"free": "free", "other": "held"}.get(view.state) or (names if len(names) <= 9 else f"{len(view.owners)} reqs")
+    ink, out = _text_colour(colours[0]), []
+    if len(colours) > 1:   # labels on stripes sit on a white pill to stay legible
+        ink = "#000000"
+        out.append(f'<rect x="{x + 3:g}" y="{y + 2:g}" width="{w - 24:g}" height="14" rx="3" fill="#FFFFFF"/>')
+        out.append(f'<rect x="{x + 3:g}" y="{y + 19:g}" width="{w - 6:g}" height="28" rx="3" fill="#FFFFFF"/>')
+    out.append(_text(x + 4, y + 13, f"#{view.block_id}", size=11, colour=ink, weight="bold"))
+    out.append(_text(x + w / 2, y + 30, label, size=11, anchor="middle", colour=ink))
+    if view.ref_count > 1:
+        cx, cy = x + w - 11, y + 10
+        out.append(f'<circle class="badge" cx="{cx:g}" cy="{cy:g}" r="8" fill="#FFFFFF" stroke="#000000"/>')
+        out.append(_text(cx, cy + 3.5, f"×{view.ref_count}", size=9, anchor="middle", weight="bold"))
+    if view.owners:
+        bar_x, bar_y, bar_w = x + 4, y + h - 11, w - 8
+        out.append(f'<rect class="fillbar" x="{bar_x:g}" y="{bar_y:g}" width="{bar_w:g}" height="7" '
+                   f'fill="#FFFFFF" stroke="#000000" stroke-width="0.5"/>')
+        out.append(f'<rect x="{bar_x:g}" y="{bar_y:g}" width="{bar_w * view.fill / block_size:.2f}" height="7" '
+                   f'fill="#000000"/>')
+        out.append(_text(x + w / 2, y + h - 15, f"{view.fill}/{block_size}", size=9, anchor="middle", colour=ink))
+    return out
+
+
+def _grid(snap: Snapshot, x0: float, top: float, cols: int, w: float, h: float, gap: float,
+          detailed: bool) -> tuple[list[str], float]:
+    """Every physical block in id order, ``cols`` a row; the per-block state also rides on the grid's
+    ``data-*`` attributes, for tests and the browser. Returns the elements and the bottom edge."""
+    views = snap.blocks
+    out = [f'<g class="grid" data-refs="{" ".join(map(str, snap.ref_counts))}" '
+           f'data-owners="{escape(" ".join("+".join(map(request_label, v.owners)) or "-" for v in views))}" '
+           f'data-cached="{" ".join(map(str, sorted(snap.cached)))}" data-block-size="{snap.block_size}" '
+           f'data-fills="{" ".join(str(v.fill) for v in views)}">']
+    for view in views:
+        r, c = divmod(view.block_id, cols)
+        out += _cell(view, x0 + c * (w + gap), top + r * (h + gap), w, h, snap.block_size, detailed)
+    out.append("</g>")
+    return out, top + -(-len(views) // cols) * (h + gap) - gap
 
 
 def _table_rows(table: TableView, max_rows: int) -> list[tuple[int, int, int] | None]:
@@ -121,11 +144,11 @@ def _table_rows(table: TableView, max_rows: int) -> list[tuple[int, int, int] | 
 def _table(table: TableView, x: float, y: float, block_size: int, max_rows: int) -> tuple[list[str], float]:
     rows = _table_rows(table, max_rows)
     waste = len(table.rows) * block_size - table.num_tokens
-    out = [f'<g class="table" data-request="{escape(request_label(table.request_id))}" '
+    out = [f'<g class="table" data-request="{escape(request_label(table.seq_id))}" '
            f'data-blocks="{" ".join(map(str, table.block_ids))}">']
-    out.append(f'<rect x="{x:g}" y="{y + 3:g}" width="10" height="10" fill="{request_colour(table.request_id)}" '
+    out.append(f'<rect x="{x:g}" y="{y + 3:g}" width="10" height="10" fill="{request_colour(table.seq_id)}" '
                f'stroke="#444444"/>')
-    out.append(_text(x + 14, y + 12, f"{request_label(table.request_id)}: {table.num_tokens} tokens, "
+    out.append(_text(x + 14, y + 12, f"{request_label(table.seq_id)}: {table.num_tokens} tokens, "
                                      f"waste {waste}", weight="bold"))
     y += LINE
     # Right-aligned columns as separate <text>s: SVG collapses runs of spaces.
@@ -170,13 +193,9 @@ def render_svg(snap: Snapshot, *, columns: int = 8, max_rows: int = 10) -> str:
     header = _counters(snap)
     top = PAD + len(header) * LINE + 8
     cols = min(columns, snap.num_blocks)
-    grid_rows = -(-snap.num_blocks // cols)
     grid_w = cols * (CELL_W + GAP) - GAP
-    grid_h = grid_rows * (CELL_H + GAP) - GAP
-    body: list[str] = []
-    for view in snap.blocks:
-        r, c = divmod(view.block_id, cols)
-        body += _block(view, PAD + c * (CELL_W + GAP), top + r * (CELL_H + GAP), snap.block_size)
+    body, grid_bottom = _grid(snap, PAD, top, cols, CELL_W, CELL_H, GAP, detailed=True)
+    grid_h = grid_bottom - top
     # Block tables in columns beside the grid, a new column when one would grow past the grid.
     column_h = max(grid_h, 4 * LINE + max_rows * ROW_H)
     tx, ty, bottom = PAD + grid_w + 2 * PAD, top, top + grid_h
@@ -190,18 +209,15 @@ def render_svg(snap: Snapshot, *, columns: int = 8, max_rows: int = 10) -> str:
         body += parts
         bottom = max(bottom, ty)
     width = max(tx + TABLE_W + PAD, PAD + 520)
-    height = bottom + PAD
+    return svg_document(width, bottom + PAD, header + body, "pagedkv-blocks")
+
+
+def svg_document(width: float, height: float, body: list[str], cls: str, extra: str = "") -> str:
+    """``body`` in an ``<svg>`` of class ``cls`` on a white ground, scaled down to fit its container."""
     return "\n".join([
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
-        f'viewBox="0 0 {width:g} {height:g}" style="max-width:100%;height:auto" class="pagedkv-blocks">',
-        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>',
-        *header, *body, "</svg>",
-    ])
-
-
-def mimebundle(snap: Snapshot) -> dict[str, str]:
-    """``image/svg+xml`` plus a one-line ``text/plain``, for ``_repr_mimebundle_``."""
-    return {"image/svg+xml": render_svg(snap), "text/plain": snap.summary()}
+        f'viewBox="0 0 {width:g} {height:g}" style="max-width:100%;height:auto" class="{cls}"{extra}>',
+        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>', *body, "</svg>"])
 
 
 def manager_svg(manager: BlockManager) -> str:
@@ -226,7 +242,7 @@ class Picture:
         self.snapshot = source if isinstance(source, Snapshot) else snapshot(source, tables)
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        return mimebundle(self.snapshot)
+        return {"image/svg+xml": render_svg(self.snapshot), "text/plain": self.snapshot.summary()}
 
     def __repr__(self) -> str:
         return self.snapshot.summary()

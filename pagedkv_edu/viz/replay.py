@@ -1,14 +1,9 @@
-"""Replay a recorded engine run: a pure state model, a pure SVG renderer, and key frames.
+"""Replay a recorded engine run (chapter 6): key frames by rule, a pure state model, and the frame picture.
 
-An :class:`~pagedkv_edu.engine.trace.EngineTrace` holds one frame per engine step. This
-module draws a frame the way chapter 2's explorer draws a block manager, but sized for a real
-run: hundreds of blocks as small cells, fifty requests as chips in three queues (running,
-preempted, waiting), the step's events, and one chosen request's block table and text.
-
-Three readers again (see :mod:`.render`): the widget (:mod:`.replay_widget`) redraws the frame
-under its slider; the book and GitHub, where no kernel runs, show a **filmstrip** of key frames
-chosen from the trace by rule (:func:`key_frames`), never by hand; tests compare the SVG's
-``data-*`` attributes with the trace. Everything here is deterministic: same trace, same SVG.
+A frame is a :class:`~pagedkv_edu.engine.snapshot.Snapshot`; its blocks are drawn by
+``viz.render``'s grid, with the queues, the step's token budget, its events and one chosen
+request's text around them. The book shows a filmstrip of :func:`key_frames`; the widget
+(``viz.replay_widget``) redraws the frame under its slider.
 """
 
 from __future__ import annotations
@@ -18,8 +13,9 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from html import escape
 
-from ..engine.trace import EngineTrace, Frame
-from .render import FREE_COLOUR, _text, _text_colour, request_colour, request_label
+from ..engine.snapshot import Snapshot
+from ..engine.trace import EngineTrace
+from .render import _grid, _text, _text_colour, request_colour, request_label, svg_document
 
 WIDTH = 760
 PAD, LINE = 12, 16
@@ -59,112 +55,15 @@ def key_frames(trace: EngineTrace) -> dict[str, int]:
     return dict(sorted(found.items(), key=lambda kv: (kv[1], KEY_FRAMES.index(kv[0]))))
 
 
-def _owners(frame: Frame) -> dict[int, list[Hashable]]:
-    owners: dict[int, list[Hashable]] = {}
-    for entry in frame.tables:
-        for block in entry.block_ids:
-            owners.setdefault(block, []).append(entry.seq_id)
-    return owners
-
-
-def _fills(frame: Frame) -> dict[int, int]:
-    """Slots holding a token in each used block: full blocks hold ``block_size``, a last block maybe fewer."""
-    fills: dict[int, int] = {}
-    for entry in frame.tables:
-        for i, block in enumerate(entry.block_ids):
-            fills[block] = max(fills.get(block, 0), min(frame.block_size, entry.num_tokens - i * frame.block_size))
-    return fills
-
-
-def _arena(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
-    """Contiguous memory as a strip of slots: each reservation in its owner's colour, solid where tokens are,
-    pale over its reserved-but-empty tail; free slots grey."""
-    cap = frame.capacity
-    row_slots = -(-cap // max(1, -(-cap // 128)))
-    px, row_h = (width - 2 * PAD) / row_slots, 14
-
-    def span(a: int, b: int, fill: str, extra: str = "") -> list[str]:
-        out = []
-        while a < b:
-            r, c = divmod(a, row_slots)
-            end = min(b, (r + 1) * row_slots)
-            out.append(f'<rect x="{PAD + c * px:g}" y="{top + r * (row_h + 2):g}" width="{(end - a) * px:g}" '
-                       f'height="{row_h:g}" fill="{fill}"{extra}/>')
-            a = end
-        return out
-
-    out = [f'<g class="arena" data-capacity="{cap}" data-reserved="{frame.num_slots_reserved}" data-filled='
-           f'"{sum(r.num_tokens for r in frame.reservations)}">']
-    out += span(0, cap, FREE_COLOUR)
-    for r in frame.reservations:
-        colour = request_colour(r.seq_id)
-        out.append(f'<g class="reservation" data-request="{escape(request_label(r.seq_id))}" data-start="{r.start}" '
-                   f'data-size="{r.size}" data-tokens="{r.num_tokens}">')
-        out += span(r.start, r.start + r.num_tokens, colour)
-        out += span(r.start + r.num_tokens, r.start + r.size, colour, ' fill-opacity="0.25"')
-        out.append("</g>")
-    out.append("</g>")
-    rows = -(-cap // row_slots)
-    note = (f"reserved {frame.num_slots_reserved} of {cap} slots, {sum(r.num_tokens for r in frame.reservations)} "
-            f"hold a token; pale: reserved but empty")
-    out.append(_text(PAD, top + rows * (row_h + 2) + 11, note, size=10, colour="#555555"))
-    return out, top + rows * (row_h + 2) + LINE
-
-
-def _grid(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
-    """Every physical block as a cell: owner's colour, thick border when shared, dot when cached.
-
-    Neighbouring cells of one row that look the same are drawn as one bar (a request's blocks
-    usually sit together), which keeps a 640-block frame a few kilobytes. A last block that is
-    not full is drawn pale over its empty share. The per-block state rides on the grid's
-    ``data-*`` attributes, one entry per block, for tests and the browser.
-    """
-    n = frame.num_blocks
-    if n == 0:
-        if frame.capacity:
-            return _arena(frame, top, width)
-        return [_text(PAD, top + 12, "contiguous memory: no blocks to draw", colour="#555555")], top + LINE
-    cell = 16 if n <= 320 else 12 if n <= 800 else 8
+def _blocks(frame: Snapshot, top: float, width: float) -> tuple[list[str], float]:
+    """The blocks as small cells: the largest size that keeps the grid under about 140 pixels."""
+    n = max(1, frame.num_blocks)
+    cell = next((c for c in (48, 32, 24, 16, 12) if -(-n // int((width - 2 * PAD) // c)) * c <= 140), 8)
     cols = max(1, int((width - 2 * PAD) // cell))
-    owners = _owners(frame)
-
-    def colour(block: int) -> str:
-        who = owners.get(block)
-        return request_colour(who[0]) if who else ("#FFFFFF" if block in frame.cached else FREE_COLOUR)
-
-    labels = ["+".join(request_label(o) for o in owners[b]) if b in owners else "-" for b in range(n)]
-    fills = _fills(frame)
-    out = [f'<g class="grid" data-refs="{" ".join(map(str, frame.ref_counts))}" '
-           f'data-owners="{escape(" ".join(labels))}" data-cached="{" ".join(map(str, sorted(frame.cached)))}" '
-           f'data-block-size="{frame.block_size}" data-fills="{" ".join(str(fills.get(b, 0)) for b in range(n))}">']
-    block = 0
-    while block < n:   # runs of equal cells within a row
-        r, c = divmod(block, cols)
-        end = block + 1
-        while end < n and end // cols == r and colour(end) == colour(block):
-            end += 1
-        out.append(f'<rect x="{PAD + c * cell:g}" y="{top + r * cell:g}" width="{(end - block) * cell - 1:g}" '
-                   f'height="{cell - 1:g}" fill="{colour(block)}"/>')
-        block = end
-    for block in range(n):
-        r, c = divmod(block, cols)
-        x, y = PAD + c * cell, top + r * cell
-        if frame.ref_counts[block] > 1:
-            out.append(f'<rect x="{x:g}" y="{y:g}" width="{cell - 1:g}" height="{cell - 1:g}" fill="none" '
-                       f'stroke="#000000" stroke-width="2"/>')
-        if 0 < fills.get(block, 0) < frame.block_size:   # the empty tail of a last block: internal waste
-            empty = (cell - 1) * (1 - fills[block] / frame.block_size)
-            out.append(f'<rect x="{x + cell - 1 - empty:g}" y="{y:g}" width="{empty:g}" height="{cell - 1:g}" '
-                       f'fill="#FFFFFF" fill-opacity="0.7"/>')
-        if block in frame.cached:
-            out.append(f'<circle cx="{x + cell / 2 - 0.5:g}" cy="{y + cell / 2 - 0.5:g}" r="{cell / 6:g}" '
-                       f'fill="#000000"/>')
-    out.append("</g>")
-    rows = -(-n // cols)
-    return out, top + rows * cell + 4
+    return _grid(frame, PAD, top, cols, cell - 1, cell - 1, 1, detailed=False)
 
 
-def _queues(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
+def _queues(frame: Snapshot, top: float, width: float) -> tuple[list[str], float]:
     """Running, preempted and waiting requests as coloured chips, in queue order."""
     out = []
     per_row = max(1, int((width - 2 * PAD - 80) // (CHIP_W + CHIP_GAP)))
@@ -188,7 +87,7 @@ def _queues(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
     return out, top
 
 
-def _budget(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
+def _budget(frame: Snapshot, top: float, width: float) -> tuple[list[str], float]:
     """The step's token budget as a bar: prefill tokens, then decode tokens, out of the cap."""
     used = frame.prefill_tokens + frame.decode_tokens
     cap = frame.token_budget
@@ -207,7 +106,7 @@ def _budget(frame: Frame, top: float, width: float) -> tuple[list[str], float]:
     return out, top + LINE
 
 
-def _events(frame: Frame) -> str:
+def _events(frame: Snapshot) -> str:
     parts = []
     for word, ids in (("admitted", frame.admitted), ("preempted", frame.preempted_now), ("finished", frame.finished)):
         if ids:
@@ -221,16 +120,13 @@ def _events(frame: Frame) -> str:
 def _request_panel(trace: EngineTrace, index: int, seq_id: Hashable, top: float) -> tuple[list[str], float]:
     frame = trace.frames[index]
     entry = frame.table(seq_id)
-    held = next((r for r in frame.reservations if r.seq_id == seq_id), None)
-    if held is not None:
-        head = (f"{request_label(seq_id)}: {held.num_tokens} tokens in a reservation of {held.size} slots "
-                f"[{held.start}, {held.start + held.size})")
-    elif entry is None:
+    if entry is None:
         where = next((q for q in QUEUES if seq_id in getattr(frame, q)), "finished" if frame.outputs(seq_id) else "")
         head = f"{request_label(seq_id)}: no blocks ({where or 'not arrived'})"
     else:
         blocks = " ".join(map(str, entry.block_ids[:16])) + (" …" if len(entry.block_ids) > 16 else "")
-        head = f"{request_label(seq_id)}: {entry.num_tokens} tokens in {len(entry.block_ids)} blocks [{blocks}]"
+        head = (f"{request_label(seq_id)}: {entry.num_tokens} tokens in {len(entry.block_ids)} "
+                f"block{'' if len(entry.block_ids) == 1 else 's'} of {frame.block_size} [{blocks}]")
     out = [f'<g class="request" data-request="{escape(request_label(seq_id))}" '
            f'data-blocks="{" ".join(map(str, entry.block_ids)) if entry else ""}">',
            _text(PAD, top + 12, head, weight="bold")]
@@ -253,16 +149,15 @@ def frame_elements(trace: EngineTrace, index: int, selected: Hashable | None = N
     if not 0 <= index < len(trace.frames):
         raise IndexError(f"frame {index} is outside the trace's {len(trace.frames)} frames")
     frame = trace.frames[index]
-    memory = (f"blocks {frame.num_used}/{frame.num_blocks} used, {frame.num_shared} shared, {len(frame.cached)} cached"
-              if frame.num_blocks or not frame.capacity else
-              f"slots {frame.num_slots_reserved}/{frame.capacity} reserved in {len(frame.reservations)} reservations")
+    memory = (f"blocks of {frame.block_size}: {frame.num_used}/{frame.num_blocks} used, {frame.num_shared} shared, "
+              f"{len(frame.cached)} cached; {frame.num_tokens} tokens in {frame.allocated_slots} slots")
     header = (f"step {index + 1}/{len(trace.frames)} · running {len(frame.running)} · preempted "
               f"{len(frame.preempted)} · waiting {len(frame.waiting)} · {memory}")
     out = [_text(PAD, PAD + 12, header, weight="bold", cls="counters"),
            _text(PAD, PAD + 12 + LINE, _events(frame), size=10, colour="#333333", cls="events")]
     budget, top = _budget(frame, PAD + 2 * LINE + 2, width)
     out += budget
-    grid, top = _grid(frame, top + 4, width)
+    grid, top = _blocks(frame, top + 4, width)
     queues, top = _queues(frame, top + 4, width)
     out += grid + queues
     if selected is not None:
@@ -271,17 +166,10 @@ def frame_elements(trace: EngineTrace, index: int, selected: Hashable | None = N
     return out, top + PAD
 
 
-def _svg(width: float, height: float, body: list[str], cls: str, extra: str = "") -> str:
-    return "\n".join([
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
-        f'viewBox="0 0 {width:g} {height:g}" style="max-width:100%;height:auto" class="{cls}"{extra}>',
-        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>', *body, "</svg>"])
-
-
 def frame_svg(trace: EngineTrace, index: int, selected: Hashable | None = None) -> str:
     """The picture of one frame; with ``selected``, that request's table and text below it."""
     body, height = frame_elements(trace, index, selected)
-    return _svg(WIDTH, height, body, "pagedkv-replay", f' data-step="{index}"')
+    return svg_document(WIDTH, height, body, "pagedkv-replay", f' data-step="{index}"')
 
 
 def filmstrip_svg(trace: EngineTrace, frames: Mapping[str, int] | None = None, *, columns: int = 2) -> str:
@@ -314,7 +202,7 @@ def filmstrip_svg(trace: EngineTrace, frames: Mapping[str, int] | None = None, *
         out += body
         out += ["</svg>", "</g>"]
     width = columns * tile_w + (columns - 1) * PAD
-    return _svg(width, sum(row_h) + (len(row_h) - 1) * PAD, out, "pagedkv-filmstrip")
+    return svg_document(width, sum(row_h) + (len(row_h) - 1) * PAD, out, "pagedkv-filmstrip")
 
 
 @dataclass
@@ -338,7 +226,7 @@ class ReplayState:
         return len(self.trace.frames)
 
     @property
-    def frame(self) -> Frame:
+    def frame(self) -> Snapshot:
         return self.trace.frames[self.index]
 
     def seek(self, index: int) -> None:
