@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .block_pool import BlockPool
-from . import metrics
+from .specs import hit_rate
 from .checks import check_token_ids
 
 BlockHash = bytes
@@ -157,9 +157,9 @@ class PrefixCache:
     @property
     def lookup_hit_rate(self) -> float:
         """Tokens found over tokens looked up, at every lookup: a preempted request finding its own blocks
-        again counts too. Not the prefix hit rate (:func:`~pagedkv_edu.metrics.hit_rate` over first
+        again counts too. Not the prefix hit rate (:func:`~pagedkv_edu.hit_rate` over first
         admissions, ``EngineStats.prefix_hit_rate``), which counts only sharing between requests."""
-        return metrics.hit_rate(self.hit_tokens, self.queried_tokens)
+        return hit_rate(self.hit_tokens, self.queried_tokens)
 
     # --- filling and eviction ------------------------------------------------------------
     def insert(self, block_id: int, block_hash: BlockHash, parent_block: int | None,

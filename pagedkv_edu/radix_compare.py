@@ -18,7 +18,7 @@ import numpy as np
 
 from .block_manager import BlockManager
 from .block_pool import FREE_ORDERS, FreeOrder
-from . import metrics
+from .specs import hit_rate
 from .checks import check_whole
 from .radix_cache import RadixCache, RadixNode
 
@@ -36,7 +36,7 @@ class PrefixReplay:
 
     @property
     def hit_rate(self) -> float:
-        return metrics.hit_rate(self.hit_tokens, self.queried_tokens)
+        return hit_rate(self.hit_tokens, self.queried_tokens)
 
 
 def _check(prompts: Sequence[Sequence[int]], capacity_tokens: int, max_running: int) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
-from . import metrics
+from .specs import hit_rate
 from .checks import check_whole
 from .routing_workloads import TimedRequest
 
@@ -338,7 +338,7 @@ class RouteResult:
     @property
     def hit_rate(self) -> float:
         """Prompt tokens found in a cache, over all prompt tokens."""
-        return metrics.hit_rate(self.hit_tokens, self.prompt_tokens)
+        return hit_rate(self.hit_tokens, self.prompt_tokens)
 
     @property
     def prefill_tokens(self) -> int:

@@ -51,7 +51,7 @@ from typing import Any, Protocol
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
-from . import metrics
+from .specs import hit_rate, utilisation
 from .checks import check_whole
 from .contiguous import ContiguousArena
 from .swap import SwapSpace
@@ -84,7 +84,7 @@ class MemoryUsage:
     @property
     def utilisation(self) -> float:
         """Of the held slots, the share holding tokens (1.0 when nothing is held)."""
-        return metrics.utilisation(self.stored_tokens, self.held_slots)
+        return utilisation(self.stored_tokens, self.held_slots)
 
     @property
     def usage(self) -> float:
@@ -104,7 +104,7 @@ class TokenCounts:
     @property
     def prefix_hit_rate(self) -> float:
         """Share of first-admission tokens the prefix cache supplied (vLLM's measure)."""
-        return metrics.hit_rate(self.prefix_hit_tokens, self.prompt_tokens)
+        return hit_rate(self.prefix_hit_tokens, self.prompt_tokens)
 
 
 class KVMemory(Protocol):

@@ -35,7 +35,7 @@ from typing import Iterable
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
-from . import metrics
+from .specs import hit_rate, utilisation
 from .checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
 from .engine.request import Request as SeqRecord
@@ -122,7 +122,7 @@ class SimResult:
         wasteful one. This is the paper's measure (20.4-38.2% for the systems before vLLM).
         """
         held = sum(self._sum(k) for k in ("used", *WASTE_KINDS))
-        return metrics.utilisation(self._sum("used"), held)
+        return utilisation(self._sum("used"), held)
 
     @property
     def waste_fractions(self) -> dict[str, float]:
@@ -165,7 +165,7 @@ class SimResult:
         Hits of a preempted request on its own blocks are in ``resumed_hit_tokens`` instead,
         so that they do not pass for sharing between requests.
         """
-        return metrics.hit_rate(self.hit_tokens, self.prompt_tokens)
+        return hit_rate(self.hit_tokens, self.prompt_tokens)
 
     @property
     def recomputed_tokens(self) -> int:

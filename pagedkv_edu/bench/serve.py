@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from .. import metrics
+from ..specs import utilisation
 from ..attention import BACKENDS
 from ..engine import POLICIES, LLMEngine, RequestOutput, SamplingParams
 from ..engine.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -110,7 +110,7 @@ def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall
         "peak_concurrency": max(s.num_running for s in history),
         "mean_concurrency": round(statistics.fmean(s.num_running for s in history), 2),
         "saturated_concurrency": round(statistics.fmean(saturated), 2),
-        "kv_utilisation": round(metrics.utilisation(sum(s.kv_tokens for s in history), held), 4),
+        "kv_utilisation": round(utilisation(sum(s.kv_tokens for s in history), held), 4),
         "preemptions": engine.scheduler.num_preemptions,
         "prefill_tokens": last.prefill_tokens,
         "prompt_tokens": last.prompt_tokens,

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import torch
 
 from ..block_manager import BlockManager
-from .. import metrics
+from ..specs import hit_rate, utilisation
 from ..checks import check_whole
 from ..contiguous import ContiguousArena
 from ..model.kv_store import ContiguousKVStore, PagedKVStore
@@ -149,12 +149,12 @@ class EngineStats:
     @property
     def prefix_hit_rate(self) -> float:
         """Prompt tokens found in the prefix cache over prompt tokens, first prefills only."""
-        return metrics.hit_rate(self.prefix_hit_tokens, self.prompt_tokens)
+        return hit_rate(self.prefix_hit_tokens, self.prompt_tokens)
 
     @property
     def kv_utilisation(self) -> float:
         """Share of the held slots that hold a token (chapter 1's measure)."""
-        return metrics.utilisation(self.kv_tokens, self.kv_held_slots)
+        return utilisation(self.kv_tokens, self.kv_held_slots)
 
     @property
     def tokens_per_second(self) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
 from ..block_table import BlockTable
-from ..metrics import utilisation
+from ..specs import utilisation
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from .. import metrics
+from ..specs import hit_rate
 from ..checks import check_whole
 from ..routing import MAX_REPLICAS, POLICIES, RouteResult, route
 from ..routing_workloads import TimedRequest
@@ -42,7 +42,7 @@ class ReplicaView:
 
     @property
     def hit_rate(self) -> float:
-        return metrics.hit_rate(self.hit_tokens, self.prompt_tokens)
+        return hit_rate(self.hit_tokens, self.prompt_tokens)
 
 
 @dataclass(frozen=True)
