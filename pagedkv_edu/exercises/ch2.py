@@ -1,12 +1,7 @@
-"""Graders for chapter 2's "Your turn": the slot mapping, and appending one token.
+"""Graders for chapter 2 (block pool and block tables): the slot mapping, and appending one token.
 
-Each ``check_*`` runs the reader's function on the articles' walk-throughs, a few cases chosen to
-catch the usual bugs (forgetting ``* B``, allocating one token early, taking the wrong free
-block), and hidden random cases at block sizes that are not powers of two (:mod:`.grading`).
-A block-table bug usually shows up as a slot in somebody else's block, so a wrong slot is
-explained: the physical block it lands in, and whether that block is out of range or not this
-sequence's. When the wrong slots are exactly what another block size would give, or what the
-power-of-two bit tricks give, the message says that instead: it is the real cause.
+A wrong slot is explained by the block it lands in (out of range, or another sequence's); when
+the wrong slots are what another block size or the power-of-two bit tricks give, it says that.
 """
 
 from __future__ import annotations
