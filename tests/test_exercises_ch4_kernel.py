@@ -287,7 +287,7 @@ def test_tiles_visited_counts_each_split():
 def test_decode_backend_runs_decode_steps_and_counts_tiles(use_reader):
     from pagedkv_edu.attention import kernel_name, paged_attention
     from pagedkv_edu.attention.reference import paged_attention_float64
-    from pagedkv_edu.bench.batch import random_paged_step
+    from pagedkv_edu.model.paged_batch import random_paged_step
 
     pair = (solution.paged_decode_kernel, solution.merge_splits_kernel) if use_reader else (None, None)
     backend = grader.decode_backend(*pair, tile_n=8, name="mine")

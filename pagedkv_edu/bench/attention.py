@@ -130,7 +130,7 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
             baselines: bool = True) -> dict[str, Any]:
     """Time one shape: the Triton kernel, and (with ``baselines``) contiguous SDPA and the gather reference."""
     from ..attention import paged_decode_attention
-    from .batch import random_paged_batch
+    from ..model.paged_batch import random_paged_batch
     from ..attention.triton_decode import choose_num_splits, default_scale, launch_config
 
     dtype = torch_dtype(shape.dtype)
@@ -236,7 +236,7 @@ def _contiguous_causal_sdpa(step: Any, scale: float) -> Callable[[], torch.Tenso
 def measure_step(shape: StepShape) -> dict[str, Any]:
     """Time the unified kernel on one step, against contiguous SDPA, the decode kernel and the gather reference."""
     from ..attention import kernel_name, paged_attention
-    from ..bench.batch import random_paged_step
+    from ..model.paged_batch import random_paged_step
     from ..attention.triton_decode import default_scale
     from ..attention.triton_unified import unified_attention_triton
 

@@ -26,7 +26,7 @@ import torch
 
 from .. import runtime  # imported before triton: it sets TRITON_INTERPRET on a CPU
 from ..attention import paged_attention
-from .batch import random_paged_step
+from ..model.paged_batch import random_paged_step
 from ..attention.reference import paged_attention_float64
 
 import triton  # noqa: E402
