@@ -1,25 +1,9 @@
-"""``bench attention``: the decode kernel against memory bandwidth, contiguous SDPA and the gather reference.
+"""``bench attention``: the decode kernel against memory bandwidth, contiguous SDPA and the gather reference (chapter 4).
 
-Decode attention reads every cached K and V byte once per step and does about 4 FLOP per
-byte, so its speed limit is memory bandwidth. For each configuration (batch, context, block
-size, split-K) the benchmark reports, on CUDA:
-
-* the kernel time, ``triton.testing.do_bench`` median;
-* achieved GB/s = K/V bytes read / time, and that as a fraction of the device-to-device copy
-  bandwidth measured in the same run (a copy reads and writes, so its GB/s counts both);
-* the speed ratio against SDPA over a *contiguous* cache holding the same K/V (the query heads
-  of each KV head folded into the query length, so SDPA also reads each K/V byte once), and
-  against the torch gather reference.
-
-Shapes are one layer of Llama-3.2-1B (32 query heads, 8 KV heads, head_dim 64, bf16). On a
-CPU the kernel runs in the Triton interpreter: the benchmark then times small shapes, which
-shows relative costs but says nothing about GPU speed.
-
-``--mode prefill`` times the unified kernel (:mod:`pagedkv_edu.attention.triton_unified`)
-instead, on steps where sequences bring many tokens: whole prompts and a prefix hit against
-SDPA over a contiguous cache (causal), a decode batch against the split-K decode kernel (what
-the dispatch picks there), and a mixed step of prompt chunks and decodes. Its record is the
-benchmark ``attention-prefill``.
+On CUDA, per configuration: ``do_bench`` median time, K/V GB/s and its fraction of the copy
+bandwidth measured in the same run, and speed against SDPA over a contiguous cache holding the
+same K/V. Shapes are one layer of Llama-3.2-1B in bf16; on a CPU (the interpreter) small shapes,
+which say nothing about GPU speed. ``--mode prefill`` times the unified kernel instead.
 """
 
 from __future__ import annotations
