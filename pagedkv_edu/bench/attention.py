@@ -284,10 +284,16 @@ def _print_prefill(record: dict[str, Any]) -> None:
         vs_decode = f"{r['speed_vs_decode_kernel']:.2f}x" if "speed_vs_decode_kernel" in r else "-"
         print(f"{r['label']:52s} {r['num_tokens']:>6d} {r['unified_ms']:>10.4f} {r['tflops']:>8.2f} {vs_sdpa:>8s} "
               f"{vs_decode:>9s} {r['speed_vs_gather']:>8.2f}x")
+    _print_end(record)
+
+
+def _print_end(record: dict[str, Any], *lines: str) -> None:
+    """The targets met or missed, then ``lines``, then the record's note."""
     for t in record.get("targets", []):
         print(f"{'MET ' if t['met'] else 'MISSED'} {t['target']} (measured {t['measured']})")
-    if record.get("note"):
-        print(record["note"])
+    for line in (*lines, record.get("note")):
+        if line:
+            print(line)
 
 
 def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -337,14 +343,12 @@ def _print(record: dict[str, Any]) -> None:
         frac = f"{r['fraction_of_copy_bw']:.0%}" if on_gpu else "-"
         print(f"{r['label']:48s} {r['num_splits_used']:>6d} {r['kernel_ms']:>10.4f} {gbps:>8s} {frac:>8s} "
               f"{r['sdpa_ms']:>9.4f} {r['speed_vs_sdpa']:>7.2f}x {r['speed_vs_gather']:>8.2f}x")
-    for t in record.get("targets", []):
-        print(f"{'MET ' if t['met'] else 'MISSED'} {t['target']} (measured {t['measured']})")
+    sweep = ""
     if record.get("tile_sweep"):
         best = max(record["tile_sweep"], key=lambda r: r["gbps"])
-        print(f"tile sweep on '{MAIN.label}': best tile_n={best['tile_n']} num_warps={best['num_warps']} "
-              f"num_stages={best['num_stages']}: {best['kernel_ms']:.4f} ms, {best['gbps']:,.0f} GB/s")
-    if record.get("note"):
-        print(record["note"])
+        sweep = (f"tile sweep on '{MAIN.label}': best tile_n={best['tile_n']} num_warps={best['num_warps']} "
+                 f"num_stages={best['num_stages']}: {best['kernel_ms']:.4f} ms, {best['gbps']:,.0f} GB/s")
+    _print_end(record, sweep)
 
 
 def plot_record(record: dict[str, Any]) -> Any:

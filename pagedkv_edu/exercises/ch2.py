@@ -41,6 +41,14 @@ def random_table(rng: random.Random, num_blocks: int, length: int) -> list[int]:
     return rng.sample(range(num_blocks), length)
 
 
+def edge_length(rng: random.Random, blocks: int, block_size: int) -> int:
+    """A token count that needs exactly ``blocks`` blocks: full, one token into the last, or in between."""
+    if blocks == 0:
+        return 0
+    first = (blocks - 1) * block_size + 1
+    return rng.choice([blocks * block_size, first, rng.randint(first, blocks * block_size)])
+
+
 def _hidden_slot_cases(count: int = 150, seed: int = 2) -> list[SlotCase]:
     rng = random.Random(seed)
     cases = []
@@ -205,8 +213,7 @@ def _hidden_append_cases(count: int = 100, seed: int = 3) -> list[AppendCase]:
     for i in range(count):
         b = rng.choice(HIDDEN_BLOCK_SIZES)
         length = rng.randint(0, 3)
-        tokens = 0 if length == 0 else rng.choice([length * b, (length - 1) * b + 1, rng.randint((length - 1) * b + 1,
-                                                                                                 length * b)])
+        tokens = edge_length(rng, length, b)
         appends = rng.randint(1, 2 * b + 2)
         needed = -(-(tokens + appends) // b) - length
         num_blocks = length + needed + rng.randint(0, 4)

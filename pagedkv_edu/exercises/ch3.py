@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, random_table
+from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, edge_length, random_table
 from .grading import Raised, Reader, grade, short
 from .solutions import ch3 as reference
 
@@ -53,7 +53,7 @@ def _hidden_gather_cases(count: int = 60, seed: int = 4) -> list[GatherCase]:
     for i in range(count):
         b = rng.choice(HIDDEN_BLOCK_SIZES)
         used = rng.randint(0, 4)
-        seq_len = 0 if used == 0 else rng.choice([used * b, (used - 1) * b + 1, rng.randint((used - 1) * b + 1, used * b)])
+        seq_len = edge_length(rng, used, b)
         num_blocks = used + rng.randint(1, 6)
         table = random_table(rng, num_blocks, used) + rng.choice([[], [-1], [-1, -1]])
         dtype = CACHE_DTYPES[i % len(CACHE_DTYPES)]
