@@ -282,7 +282,7 @@ def _one_short(out: torch.Tensor, built: Built, tol: float) -> bool:
 
 
 def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | None = None) -> bool:
-    """Grade the whole decode kernel and its merge (module docstring); on a GPU also report bandwidth.
+    """Grade the whole decode kernel and its merge (chapter 4, "How the graders work"); on a GPU, bandwidth too.
 
     ``mark``: the file the kernels were loaded from; when they pass, a note beside it records the
     file's hash, so that chapter 5 runs exactly the kernels that passed.
