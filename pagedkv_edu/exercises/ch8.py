@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import Raised, Reader, as_int_list, grade, short
+from .grading import Reader, as_int_list, grade, short
 from .solutions import ch8 as reference
 
 Key = tuple[Hashable, tuple[int, ...]]
