@@ -169,13 +169,7 @@ def check_online_softmax_update(
 # valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _grade, _launch, _np2  # noqa: E402
-
-import triton  # noqa: E402
-
-
-def _dot_floor() -> int:
-    return 16 if runtime.BACKEND == "cuda" else 1
+from .ch4_triton import Case, Forbidden, _dot_floor, _grade, _launch, _np2  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:

@@ -22,20 +22,14 @@ import torch
 
 from .. import runtime
 from . import report
-from .ch4_triton import NOT_SOLVED, PagedCache, _launch, _np2, _Unsolved, past_the_table, table_padding
+from ..attention.triton_decode import LOG2E
+from .ch4_triton import NOT_SOLVED, PagedCache, _dot_floor, _launch, _np2, _Unsolved, past_the_table, table_padding
 from .solutions import ch4_kernel as solution
 
-
-LOG2E = 1.4426950408889634
 READER_FILE = Path("my_kernels") / "paged_decode.py"
 """Where chapter 4 saves the reader's kernels, relative to the notebooks (git ignores it)."""
 
 TOLERANCE = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
-
-
-def _dot_floor() -> int:
-    """A compiled tl.dot needs 16 or more in every dimension; the interpreter takes any."""
-    return 16 if runtime.BACKEND == "cuda" else 1
 
 
 # --- launching the reader's two kernels -------------------------------------------------------------

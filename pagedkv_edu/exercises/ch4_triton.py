@@ -34,6 +34,11 @@ def _np2(n: int, floor: int = 1) -> int:
     return max(floor, triton.next_power_of_2(max(1, n)))
 
 
+def _dot_floor() -> int:
+    """A compiled tl.dot needs 16 or more in every dimension; the interpreter takes any."""
+    return 16 if runtime.BACKEND == "cuda" else 1
+
+
 def _root_message(exc: BaseException) -> str:
     """The reader's own error, unwrapped from the interpreter's InterpreterError layers."""
     seen = exc
