@@ -65,7 +65,8 @@ def copy_blocks_torch(k_cache: torch.Tensor, v_cache: torch.Tensor, src: torch.T
     v_cache[dst] = v_cache[src]
 
 
-def copy_blocks_triton(k_cache: torch.Tensor, v_cache: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
+def copy_blocks_triton(k_cache: torch.Tensor, v_cache: torch.Tensor,   # [num_blocks, block_size, kv_heads, head_dim]
+                       src: torch.Tensor, dst: torch.Tensor) -> None:   # int64 [num_pairs] each
     """Launch :func:`copy_blocks_kernel` over every pair; inputs must be validated already."""
     if src.numel() == 0:
         return

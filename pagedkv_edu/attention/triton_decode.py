@@ -205,14 +205,14 @@ def merge_splits_kernel(
 # --- the launcher ------------------------------------------------------------------------
 
 def paged_decode_attention_triton(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
+    q: torch.Tensor,              # [batch, num_heads, head_dim]
+    k_cache: torch.Tensor,        # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,        # same shape as k_cache
+    block_tables: torch.Tensor,   # int32 [batch, max_blocks]
+    seq_lens: torch.Tensor,       # int32 [batch], the new token included
     scale: float,
     num_splits: int,
-    out: torch.Tensor,
+    out: torch.Tensor,            # [batch, num_heads, head_dim], q's dtype
     config: DecodeConfig | None = None,
 ) -> torch.Tensor:
     """Launch stage 1 (and stage 2 when ``num_splits > 1``); inputs must be validated already."""

@@ -44,7 +44,11 @@ def store_kv_kernel(
 
 
 def store_kv_triton(
-    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor
+    k: torch.Tensor,              # [num_tokens, num_kv_heads, head_dim]
+    v: torch.Tensor,              # [num_tokens, num_kv_heads, head_dim]
+    k_cache: torch.Tensor,        # [num_blocks, block_size, num_kv_heads, head_dim], contiguous
+    v_cache: torch.Tensor,        # same shape as k_cache, contiguous
+    slot_mapping: torch.Tensor,   # int [num_tokens], -1: do not write
 ) -> None:
     """Launch :func:`store_kv_kernel`; inputs must be validated already."""
     num_tokens, num_kv_heads, head_dim = k.shape

@@ -166,14 +166,14 @@ def num_query_tiles(num_tokens: int, num_seqs: int, block_q: int) -> int:
 
 
 def unified_attention_triton(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
+    q: torch.Tensor,                 # [num_tokens, num_heads, head_dim], packed sequence by sequence
+    k_cache: torch.Tensor,           # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,           # same shape as k_cache
+    block_tables: torch.Tensor,      # int32 [num_seqs, max_blocks]
+    seq_lens: torch.Tensor,          # int32 [num_seqs], this step's tokens included
+    query_start_loc: torch.Tensor,   # int32 [num_seqs + 1]
     scale: float,
-    out: torch.Tensor,
+    out: torch.Tensor,               # [num_tokens, num_heads, head_dim], q's dtype
     config: UnifiedConfig | None = None,
     max_query_len: int | None = None,
 ) -> torch.Tensor:
