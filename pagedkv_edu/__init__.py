@@ -1,7 +1,6 @@
 """pagedkv-edu: the package behind a runnable textbook on paged KV-cache memory.
 
-Importing it first chooses where Triton kernels run (CUDA, or the interpreter on a CPU),
-before anything imports triton. Then ``pagedkv_edu.setup()`` seeds and self-tests.
+Importing it first chooses where Triton kernels run; ``pagedkv_edu.setup()`` seeds and self-tests.
 """
 
 from . import runtime  # noqa: F401  (must run before anything imports triton)

@@ -1,23 +1,10 @@
-"""The block pool: a fixed number of equal-sized physical KV blocks and a free list.
+"""The block pool: a fixed number of equal-sized physical KV blocks, reference counts and a free queue.
 
-PagedAttention (Kwon et al., SOSP 2023) cuts the KV cache into *physical blocks* of
-``block_size`` token slots each. No block belongs to a request in advance; all of them sit
-in one pool and are handed out one at a time as sequences grow. Because every block has the
-same size, any free block fits any request: there is no external fragmentation.
-
-Each block carries a reference count. In chapters 2-6 it is 0 (free) or 1 (owned by one
-sequence); chapter 7 lets several sequences share a block, and a block returns to the free
-list only when its last reference drops.
-
-The free list is a queue: blocks are taken from the front. Where a freed block goes decides
-what chapter 8's prefix cache evicts, since a freed block keeps its contents (and its place in
-the cache) until it is handed out again, and a cache hit on it pulls it out of the *middle* of
-the queue (``touch``). Without a prefix cache, freed blocks join the back (first in, first
-out), as in nano-vllm's ``deque``. With one, the order is vLLM v1's at commit ``c59cb79``
-(``BlockPool.free_blocks``): freed blocks that hold nothing findable go to the *front*
-(reused first) and cached ones to the back (kept longest); ``free_order="append"`` gives the
-older vLLM order, both to the back. vLLM v1 keeps an intrusive doubly linked list for O(1)
-removal from the middle (``FreeKVCacheBlockQueue``); here an ``OrderedDict`` does the same.
+PagedAttention's (Kwon et al., SOSP 2023) allocator, taught in chapter 2; chapter 7 shares blocks
+by reference count, and chapter 8 explains the free queue's order, which decides what the prefix
+cache evicts: without a prefix cache freed blocks join the back (nano-vllm's ``deque``); with
+one, vLLM v1's order at ``c59cb79`` (uncached to the front, cached to the back). An
+``OrderedDict`` stands in for vLLM's ``FreeKVCacheBlockQueue`` (O(1) removal from the middle).
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""Choosing a block size (chapter 9): what each block size costs, measured on one workload.
+"""Choosing a block size (chapter 9): last-block waste, table size and prefix-hit granularity per block size.
 
-The block size trades four things against each other:
-
-* **last-block waste**: each sequence wastes on average about half a block at its tail, so
-  bigger blocks fit fewer sequences in the same memory;
-* **block-table size**: a sequence of ``L`` tokens needs ``ceil(L / B)`` entries. The book's
-  decode kernel (chapter 4) runs one program per (layer, KV head, split) and loads the table
-  entry of *every token position* it reads, so it issues one 4-byte table load per 256 bytes of
-  K and V (Llama-3.2-1B) at any block size; neighbouring positions of one block load the same
-  entry, so if the GPU's caches serve those repeats, memory traffic is one entry per block per
-  program. :class:`BlockSizeRow` reports both;
-* **prefix-hit granularity**: only *full* blocks are shared by prefix caching, so a shared
-  prefix of ``P`` tokens can reuse at most ``floor(P / B) * B`` of them;
-* **kernel time**: decode attention is limited by reading K and V, which costs the same
-  bytes at any block size. That part is argued, not measured here: chapter 9 plots a committed
-  GPU record when one exists (or times the PyTorch reference on the CPU with
-  :func:`pagedkv_edu.bench.block_size_cpu.cpu_reference_times`, a demonstration only).
-
-Everything here is a memory-only measurement (the chapter-1/2 simulator) or arithmetic on it:
-the table shares are *computed* from the kernel's load pattern, not timed.
+Memory-only measurements (the chapter 1-2 simulator) and arithmetic on them: the table's share
+of the kernel's loads is computed from its load pattern, not timed.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""A block table: one sequence's map from logical blocks to physical blocks.
+"""A block table: one sequence's map from logical blocks to physical blocks (chapter 2).
 
-To the model a sequence is contiguous: token ``i`` lives in logical block ``i // B`` at
-offset ``i % B``. The block table says which physical block holds each logical block, like
-an operating system's page table. The slot mapping turns a token position into a flat slot
-index of the physical cache:
-
-    slot = block_table[i // B] * B + i % B
-
-Appending a token allocates a new physical block only when the last one is full, so a
-sequence never holds more than one partly filled block: its waste is under one block.
+``slot = block_table[i // B] * B + i % B``; a block is allocated only when the last one is full,
+so a sequence wastes less than one block.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Argument checks shared by every layer: sizes, counts and token ids.
 
-A size that is wrong should stop a call before it changes anything, with a message that
-names the argument and the value. Python's ``bool`` is a subclass of ``int`` (``True == 1``),
-so ``isinstance(x, int)`` alone would let ``BlockPool(True, 16)`` build a one-block pool:
-here a bool is never a size. Token ids are hashed as little-endian int64 by the prefix cache
-(:func:`~pagedkv_edu.prefix_cache.hash_block`), so an id must fit in one.
-
-This module imports nothing from the package: the memory layer, the kernels' wrappers and
-the command line all use it.
+A bool is never a size (``True == 1`` would build a one-block pool), and a token id must fit
+the prefix cache's little-endian int64. This module imports nothing from the package.
 """
 
 from __future__ import annotations

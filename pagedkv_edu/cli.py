@@ -1,12 +1,7 @@
 """The command line: ``python -m pagedkv_edu <command> [--json]``.
 
-Each command lives beside the concept it reports on and exposes ``register(subparsers)``,
-which adds its parser and sets ``func``: a function of the parsed arguments that returns a
-JSON-serialisable dict and prints a human-readable table unless ``--json`` is given.
-
-No failure prints a traceback: a bad flag is refused by argparse with the flag's name, a bad
-value found later is one ``error:`` line that names it, and anything unexpected is one line too
-(``PAGEDKV_TRACEBACK=1`` shows where it came from).
+Each command lives beside its concept and exposes ``register(subparsers)``. No failure prints a
+traceback: one ``error:`` line names the bad value (``PAGEDKV_TRACEBACK=1`` shows where).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """What every subcommand's parser shares: the ``--json`` flag, and flag types that refuse by name.
 
-A leaf module: ``generate`` and the benchmarks add their own subcommands with these helpers
-without importing :mod:`pagedkv_edu.cli`, which imports them.
+A leaf module, so that subcommands need not import :mod:`pagedkv_edu.cli`, which imports them.
 """
 
 from __future__ import annotations

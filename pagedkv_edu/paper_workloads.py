@@ -1,17 +1,8 @@
-"""Workloads shaped like the PagedAttention paper's datasets (ShareGPT and Alpaca), for chapter 1.
+"""Workloads shaped like the PagedAttention paper's ShareGPT and Alpaca requests (chapter 1).
 
-The paper's Figure 2 (20.4 / 26.8 / 38.2% for Orca Max / Pow2 / Oracle, 96.3% for vLLM) was
-measured on requests synthesised from ShareGPT and Alpaca (Kwon et al., SOSP 2023, §6.1 and
-Fig. 11), served by OPT-13B on one A100-40GB whose KV space holds 15.7K tokens (Table 1), with a
-context of 2,048 tokens. We do not ship the datasets. The paper gives their mean input and output
-lengths (Fig. 11: ShareGPT 161.31 / 337.99 tokens, Alpaca 19.31 / 58.45; the text's "8.4x longer
-inputs and 5.8x longer outputs" is their ratio), and nothing else we can fit to. Given only a mean,
-the maximum-entropy distribution on the positive integers is the **geometric** distribution, so
-that is what we draw from: one parameter each, set by the paper's mean. The real distributions
-(Fig. 11) are not geometric; the chapter says what this choice can and cannot show.
-
-Draws whose prompt + output exceed ``max_seq_len`` are redrawn (about 0.5% for ShareGPT), as the
-paper's traces hold no request longer than the model's context.
+The paper gives only mean lengths (Fig. 11: ShareGPT 161.31 / 337.99 tokens, Alpaca 19.31 /
+58.45); given only a mean, the maximum-entropy law on the positive integers is geometric, so we
+draw from that. Requests longer than ``max_seq_len`` are redrawn, as the paper's traces hold none.
 """
 
 from __future__ import annotations

@@ -1,43 +1,9 @@
 """Automatic prefix caching: find blocks whose K/V another request already computed (chapter 8).
 
-Fifty consultants send the same 200-token system prompt. Its K and V are the same numbers
-every time (a token's K/V depend only on the tokens before it), so computing them once and
-letting every later request point at the same physical blocks saves both the prefill compute
-and the memory. That is vLLM v1's automatic prefix caching, in four rules:
-
-1. **Only full blocks are cached**, each under a hash of its tokens *and* of everything
-   before it: ``hash(parent_hash, token_ids)``. The chain makes the hash of block
-   ``i`` name the whole prefix ``0 .. i``, so one dictionary lookup per block finds the
-   longest cached prefix. A partly filled block is never shared this way: it is still being
-   written. (Hence vLLM #54607: a shared prefix shorter than one block never hits.)
-2. **A hit takes a reference** (``ref + 1``). A cached block whose last owner finished sits
-   in the pool's free queue with its contents intact; a hit pulls it out (``BlockPool.touch``).
-3. **Eviction is lazy**: a freed block keeps its hash until the pool hands it out again
-   (``BlockPool.on_reuse``). As in vLLM v1 at ``c59cb79``, a freed block with no hash goes to
-   the front of the free queue (reused first) and a cached one to the back; sequences free
-   their blocks tail first, so the least recently used cached blocks go first, and of one
-   sequence its end before its shared beginning (chapter 8).
-4. **At least one token is computed**: the hit is capped at ``num_tokens - 1``, because the
-   model must run on the last prompt token to produce the logits of the first output token.
-   A prompt that is a whole number of cached blocks therefore recomputes its last block
-   (nano-vllm #144: without the cap, such a hit left zero tokens to compute).
-
-A hash can collide: two different blocks with one hash. Each cached block keeps what it was
-stored under, its token ids and its *parent block's record*, and a lookup compares both before
-it counts a hit (nano-vllm compares the tokens). Comparing the parent's hash would not be
-enough: after the parent is evicted, another prefix whose hash collides with it can be cached,
-and its children would then find blocks computed after a different prefix. A record is
-compared by identity, so a re-registered parent, even in the same physical block, is another
-parent. The hash is SHA-256 over a fixed byte encoding of the ids.
-Python's ``hash()`` of a tuple of ints would be deterministic too, but it is 64 bits, it may
-change between Python versions, and it can be collided on purpose. vLLM hashed with it; its fix
-for CVE-2025-25183 (crafted collisions) made the root of the chain a random value, and
-``hash()`` stayed until SHA-256 became the default (xxhash is offered too). ``xxhash``,
-nano-vllm's choice, is faster but is not a dependency here; at this book's sizes hashing is
-not the cost.
-
-The cache is bookkeeping only: the pool holds the blocks, and the block manager decides
-which full blocks to register and when (:class:`~pagedkv_edu.block_manager.BlockManager`).
+vLLM v1's rules, taught in chapter 8: only full blocks, under a hash chain
+``hash(parent_hash, token_ids)`` (SHA-256); a hit takes a reference (``BlockPool.touch``);
+eviction is lazy (``BlockPool.on_reuse``); the hit is capped one token short of the prompt.
+The cache is bookkeeping only: the block manager decides what to register and when.
 """
 
 from __future__ import annotations
@@ -62,6 +28,9 @@ ROOT_HASH: BlockHash = b""
 def hash_block(parent: BlockHash, token_ids: Sequence[int]) -> BlockHash:
     """SHA-256 of the parent block's hash followed by the block's token ids as little-endian int64.
 
+    Not Python's ``hash()`` (64 bits, version-dependent, collidable on purpose: CVE-2025-25183),
+    nor nano-vllm's xxhash (not a dependency; at this book's sizes hashing is not the cost).
+
     vLLM adds "extra keys" to the tuple for what must not mix although the tokens agree (a
     LoRA adapter, an image, a per-tenant ``cache_salt``); this book's requests have none.
     """
@@ -74,7 +43,9 @@ def hash_block(parent: BlockHash, token_ids: Sequence[int]) -> BlockHash:
 class CachedBlock:
     """What a cached block was stored under: compared on every hit, against collisions.
 
-    ``eq=False``: two records are equal only if they are the same registration.
+    The parent's *record* is compared, not its hash: once the parent is evicted, a colliding
+    prefix could be cached under that hash, and its children would find blocks computed after
+    another prefix. ``eq=False``: two records are equal only if they are the same registration.
     """
 
     block_hash: BlockHash

@@ -1,18 +1,8 @@
 """Where production engines implement each idea of the book (chapter 10).
 
-The rows are data, kept in ``pagedkv_edu/data/production_map.json`` and read by :func:`load`
-when this module is imported; this module checks them and answers the chapter's questions.
-Each :class:`Implementation` row names a public repository, a file, a class or function in
-it, and the commit of the version that was read when the row was written. A row is a claim
-about that version only: the projects move fast, files get renamed, and the same feature can
-look different a month later. Every note says what the code at that commit does, in our
-words; nothing here was copied from documentation or guessed from a function's name.
-
-The book side of each :class:`Concept` is a dotted path (``module:attribute.attribute``)
-into ``pagedkv_edu``, resolved by :func:`resolve`; concepts whose book module is still to be
-written (the sharing and prefix caching of chapter 7) carry ``None`` and say so in their
-chapter field. The tests check that every named book symbol imports and that every row
-names an allowed project, its repository and a 40-hex commit.
+The rows live in ``pagedkv_edu/data/production_map.json``; each names a repository, a file, a
+symbol and the 40-hex commit that was read, and is a claim about that commit only, in our words.
+The book side of each concept is a dotted path into ``pagedkv_edu`` (:func:`resolve`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """SGLang's RadixAttention cache: a radix tree over token ids, beside vLLM's block hash chain (chapter 8).
 
-Each edge holds a run of tokens; a path from the root spells a cached prefix. A lookup walks
-down as far as the prompt agrees, token by token, so a hit may end anywhere (SGLang's default
-page size is 1), where the hash chain finds whole blocks only. A match that ends inside an edge
-splits it, so every match ends at a node. Nodes that running requests use are locked by a
-reference count on the path to the root; when the tree is over its capacity in tokens, the
-least recently used unlocked leaves go first, and a parent whose last child went becomes a leaf
-itself. The tree holds token ids only: the K/V slots each node would own are not modelled.
+A hit may end at any token (SGLang's default page size is 1); running requests lock their path;
+over capacity, the least recently used unlocked leaves go first. Token ids only: no K/V slots.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The block hash chain beside the radix tree, and the free queue's two orders, on one stream of prompts (chapter 8).
 
-Both caches see the same prompts in the same order, with the same room: ``capacity_tokens``
-K/V slots (``capacity_tokens // block_size`` blocks for the hash chain) and at most
-``max_running`` requests holding their prefix at once; the oldest finishes when a new one
-needs room. A request's hit is capped one token short of its prompt in both, so the only
-differences are the ones the chapter is about: whole blocks against single tokens, and which
-free block is evicted first. No model runs: what a cache finds depends only on the token ids.
+Both caches get the same prompts, room and running limit, and both cap a hit one token short,
+so only whole blocks against single tokens, and the eviction order, differ. No model runs.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Routing requests across replicas, each with its own prefix cache (chapter 11).
 
-One engine shares a prompt's blocks between the requests *it* serves (chapter 8). A fleet of
-``N`` replicas has ``N`` separate caches, so where a request goes decides what it finds. Each
-:class:`Replica` here is a :class:`~pagedkv_edu.block_manager.BlockManager` with prefix caching,
-a FIFO queue and one prefill at a time; the router picks a replica for each request when it
-arrives, with one of :data:`POLICIES`:
-
-* ``round-robin``, ``least-loaded`` (fewest requests outstanding), ``power-of-two`` (the less
-  loaded of two drawn at random): blind to caches;
-* ``consistent-hash``: a hash ring keyed by the prompt's first ``key_tokens`` tokens;
-* ``prefix-affinity``: the replica whose cache holds the longest prefix of the prompt;
-* ``hybrid``, in the style of SGLang's cache-aware router: least loaded when the loads are
-  imbalanced by an absolute *and* a relative threshold, otherwise the longest match if its share
-  of the prompt exceeds a threshold, otherwise least loaded (:func:`hybrid_choice`).
-
-The cost model (:class:`CostModel`) gives each request's time to first token: the time it
-waits for its replica, plus its uncached prompt tokens times a prefill cost per token.
+Each :class:`Replica` is a block manager with prefix caching, a FIFO queue and one prefill at a
+time; the router applies one of :data:`POLICIES` on arrival (blind, consistent hash, prefix
+affinity, or SGLang-style hybrid, :func:`hybrid_choice`), and :class:`CostModel` gives each
+request's time to first token.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Requests that arrive over time, for routing across replicas (chapter 11).
 
-Three ways of sharing a prefix, each a seeded list of :class:`TimedRequest` with Poisson
-arrivals (``rate_per_s`` requests per second on average):
-
-* :func:`consultants`: the paged-KV-cache article's 50 travel consultants, all with the *same*
-  200-token system prompt (:func:`~pagedkv_edu.workload.copilot50`, any number of requests);
-* :func:`tenants`: many tenants, each with its *own* system prompt of 400-800 tokens, the tenant of
-  a request drawn from a Zipf law (a few tenants send most of the traffic);
-* :func:`chats`: multi-turn conversations whose context grows each turn: turn ``k + 1``'s prompt is
-  turn ``k``'s prompt, its answer, and a new message.
-
-Token ids stand in for text, as in chapter 8: what a prefix cache finds depends only on which
-ids are equal. Each request also carries its output ids, so that a chat's next turn can find its
-previous answer in the cache.
+Three seeded ways of sharing a prefix, with Poisson arrivals: one system prompt for all
+(:func:`consultants`), one per tenant drawn from a Zipf law (:func:`tenants`), and multi-turn
+chats whose next prompt holds the previous answer (:func:`chats`). Token ids stand in for text.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Where the kernels run, and a setup every notebook calls first.
+"""Where the kernels run, and the setup every notebook calls first.
 
-Triton decides at *import time* whether it compiles for a GPU or interprets on the CPU
-(``TRITON_INTERPRET=1``). So the choice must be made before anything imports triton:
-this module is imported first by ``pagedkv_edu/__init__.py`` and sets the variable
-when there is no CUDA device. A reader never has to set it by hand.
-
-``setup()`` then seeds every random generator, prints the versions a bug report
-needs (not the machine's platform string: a notebook's committed output should not
-carry the author's kernel build), and runs a known-answer Triton kernel. Some
-triton/numpy pairings made the interpreter return zeros silently, or fail on a loop
-whose bound is a kernel argument (triton 3.6 with numpy 2.4); a known answer with
-such a loop catches that at the first cell instead of as a wrong attention output
-three chapters later.
+Triton chooses at import time between a GPU and the interpreter, so this module, imported first
+by the package, sets ``TRITON_INTERPRET=1`` when there is no CUDA device. :func:`setup` seeds,
+prints versions and runs a known-answer kernel with a loop bound from an argument: some
+triton/numpy pairings (triton 3.6 with numpy 2.4) silently returned zeros or failed there.
 """
 
 from __future__ import annotations

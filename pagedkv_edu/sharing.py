@@ -1,21 +1,8 @@
 """Sharing blocks without a model: what fork and the prefix cache save on a workload (chapters 7, 8).
 
-Chapter 7's engine runs a real model, which on a CPU means small, scaled-down requests.
-Memory does not need the model: which blocks a sequence holds depends only on token counts
-and, for the prefix cache, token ids. So this module drives the real block manager (the
-same code the engine uses) with the paged-KV-cache article's workload at full size:
-
-* :func:`parallel_sampling_blocks` forks a prompt into ``n`` samples and counts the blocks
-  held at every decode step, against ``n`` independent copies of the request;
-* :func:`beam_blocks` replays a beam search's genealogy (which beams each step's beams came
-  from) on the block manager: losers freed, parents forked, shared last blocks copied on
-  write. :func:`workload_beam_saving` applies genealogies recorded from real beam searches
-  (:func:`record_beam_genealogies`, SmolLM2-135M) to every request of a workload;
-* :func:`few_shot_variant` turns the workload's 200-token system prompt into a 5-shot prompt
-  of about 1,000 shared tokens.
-
-Serving a whole workload with or without the prefix cache is the memory simulator's job:
-``simulate(requests, "paged", enable_prefix_caching=True)`` (:mod:`pagedkv_edu.simulate`).
+Which blocks a sequence holds depends only on token counts (and ids, for the prefix cache), so
+this drives the real block manager with the article's workload at full size: parallel sampling,
+beam genealogies recorded from real beam searches, and a few-shot variant of the system prompt.
 """
 
 from __future__ import annotations

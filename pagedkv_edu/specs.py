@@ -1,13 +1,6 @@
 """Model shapes and the KV-cache arithmetic of chapter 0.
 
-Every decoder layer stores one key and one value vector per KV head for every token it
-has seen. So a token costs
-
-    bytes_per_token = num_layers x num_kv_heads x head_dim x 2 (K and V) x bytes_per_element
-
-independent of the batch. Grouped-query attention (GQA) shrinks it by sharing each KV head
-among several query heads: Llama-3.2-1B has 32 query heads but only 8 KV heads, which is
-why its cache costs 32 KiB per token and not 128 KiB.
+``bytes_per_token = num_layers x num_kv_heads x head_dim x 2 (K and V) x bytes_per_element``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """The paged-KV-cache article's workload: 50 travel consultants querying hotel availability at peak season.
 
-Each request's prompt is a 200-token system prompt shared by all requests, 400-800 tokens
-of retrieved hotel context and a 25-token query (625-1,025 tokens in all). Its output is
-100-500 tokens, unknown to the engine until it ends; the model's context is 2,048 tokens.
-
-Every chapter draws the same requests from the same seed, so the numbers of chapter 1
-(contiguous), chapter 2 (paged), chapter 6 (real engine) and chapter 9 (block sizes) are
-about the same 50 requests.
-
-The memory chapters need only lengths (:func:`copilot50`) and stand-in ids
-(:func:`prompt_token_ids`). A real model deserves real prompts: :func:`consultant_prompts`
-writes each request as text, a travel assistant's system prompt, hotel listings as the
-retrieved context and a consultant's question, from templates in this module (seeded, no
-download), and tokenizes it to exactly the request's lengths. The shared system prompt is the
-same text, hence the same ids, in every request: that is what prefix caching finds.
+Every chapter draws the same seeded requests (a shared 200-token system prompt, 400-800 tokens
+of context, a 25-token query; 100-500 output tokens), as lengths, stand-in ids, or real text
+tokenized to exactly those lengths (:func:`consultant_prompts`, from templates, no download).
 """
 
 from __future__ import annotations

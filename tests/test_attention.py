@@ -20,7 +20,7 @@ from pagedkv_edu.attention import (
     sdpa_decode_attention,
     store_kv,
 )
-from pagedkv_edu.bench.batch import random_paged_batch
+from pagedkv_edu.model.paged_batch import random_paged_batch
 from pagedkv_edu.attention.triton_decode import MAX_SPLITS, choose_num_splits, launch_config, splits_for
 
 DEVICE = runtime.device()
@@ -294,7 +294,7 @@ def test_interpreter_cast_to_bf16_truncates_within_one_spacing() -> None:
 def test_no_overflow_checks_is_scoped_and_changes_no_result() -> None:
     from pagedkv_edu import runtime
     from pagedkv_edu.attention.interpreter import no_overflow_checks
-    from pagedkv_edu.bench.batch import random_paged_batch
+    from pagedkv_edu.model.paged_batch import random_paged_batch
 
     b = random_paged_batch([1, 17, 40], 5, 4, 2, 8, seed=1)
     args = (b.q, b.k_cache, b.v_cache, b.block_tables, b.seq_lens)

@@ -287,7 +287,7 @@ def test_tiles_visited_counts_each_split():
 def test_decode_backend_runs_decode_steps_and_counts_tiles(use_reader):
     from pagedkv_edu.attention import kernel_name, paged_attention
     from pagedkv_edu.attention.reference import paged_attention_float64
-    from pagedkv_edu.bench.batch import random_paged_step
+    from pagedkv_edu.model.paged_batch import random_paged_step
 
     pair = (solution.paged_decode_kernel, solution.merge_splits_kernel) if use_reader else (None, None)
     backend = grader.decode_backend(*pair, tile_n=8, name="mine")
@@ -299,3 +299,17 @@ def test_decode_backend_runs_decode_steps_and_counts_tiles(use_reader):
         torch.testing.assert_close(got.double(), paged_attention_float64(*args), atol=2e-5, rtol=2e-5)
     assert backend.tiles.launches == 1 and backend.tiles.max_tiles_per_program == 5   # 33 positions, tiles of 8
     assert backend.tiles.tile_iterations == (5 + 2) * 2   # two KV heads
+
+
+class _RaisesUnsupportedDtype:
+    """A kernel whose launch fails as the interpreter does on ``block_mask & (slot >= 0)``."""
+
+    def __getitem__(self, grid):  # noqa: ANN001, ANN204
+        def launch(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            raise TypeError("unsupported dtype: the mask combines a block with a scalar test")
+        return launch
+
+
+def test_a_launch_error_is_reported_with_the_shared_hint(capsys):
+    ok, out = _verdict(_RaisesUnsupportedDtype(), solution.merge_splits_kernel, capsys)
+    assert not ok and "the launch raised TypeError: unsupported dtype" in out and "broadcast it first" in out, out

@@ -431,7 +431,7 @@ def test_unsolved_stub_is_neutral(capsys):
 
 def _mixed_step():
     """A step that mixes a prefill, a decode and an idle sequence, block size 3, GQA 3, two KV heads."""
-    from pagedkv_edu.bench.batch import random_paged_step
+    from pagedkv_edu.model.paged_batch import random_paged_step
 
     return random_paged_step([7, 9, 6], [4, 1, 0], 3, 6, 2, 8, torch.float32, seed=3).args()
 
@@ -447,7 +447,7 @@ def test_assembled_solution_matches_float64():
 def test_assembly_uses_the_readers_pieces():
     """A wrong piece plugged in makes the assembled kernel wrong: the pieces really are used."""
     from pagedkv_edu.attention.reference import paged_attention_float64
-    from pagedkv_edu.bench.batch import random_paged_step
+    from pagedkv_edu.model.paged_batch import random_paged_step
 
     # Two splits of two tiles of 4 each: the rescale and the merge both matter.
     args = random_paged_step([13, 16], [1, 1], 3, 6, 2, 8, torch.float32, seed=5).args()
@@ -488,7 +488,7 @@ def test_assembled_random_mixed_batches(seed):
     """Random steps (query lengths 0, 1 and many; prefix hits mid-block; GQA 1, 3, 4) against float64."""
     import random
 
-    from pagedkv_edu.bench.batch import random_paged_batch
+    from pagedkv_edu.model.paged_batch import random_paged_batch
 
     rng = random.Random(seed)
     B = rng.choice([3, 5, 6, 12])
@@ -513,7 +513,7 @@ def test_assembled_random_mixed_batches(seed):
 def test_assembled_kernel_is_a_paged_attention_backend():
     """CONTRACT A: the dispatcher validates, then calls the assembled kernel; it names it custom:<name>."""
     from pagedkv_edu.attention import kernel_name, paged_attention
-    from pagedkv_edu.bench.batch import random_paged_batch
+    from pagedkv_edu.model.paged_batch import random_paged_batch
 
     batch = random_paged_batch([9, 4], 5, 6, 2, 8, torch.float32, "cpu", seed=3)
     qsl = torch.tensor([0, 3, 4], dtype=torch.int32)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import pagedkv_edu.attention as attention
 from pagedkv_edu import runtime
 from pagedkv_edu.attention import kernel_name, paged_attention, paged_attention_float64
-from pagedkv_edu.bench.batch import random_paged_step
+from pagedkv_edu.model.paged_batch import random_paged_step
 from pagedkv_edu.attention.triton_unified import unified_attention_triton, unified_config
 
 DEVICE = runtime.device()

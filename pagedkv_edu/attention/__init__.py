@@ -1,19 +1,9 @@
-"""Paged attention: slot-mapped K/V writes and attention over a paged cache (ch. 3-5).
+"""Paged attention: slot-mapped K/V writes and attention over a paged cache (chapters 3-5).
 
-Three public operations, each with a plain-PyTorch backend (the readable reference) and a
-Triton backend (the fast kernel, compiled on a GPU or interpreted on a CPU):
-
-* :func:`store_kv` writes new tokens' K and V into their cache slots;
-* :func:`paged_decode_attention` lets one new query token per sequence attend to all of
-  that sequence's cached tokens, found through its block table;
-* :func:`paged_attention` does any step at all: each sequence brings any number of new
-  tokens (a prompt, a chunk, the rest after a prefix hit, one decode token), packed end to
-  end. One dispatch picks the kernel: the split-K decode kernel when every sequence brings
-  one token, else the unified kernel; :func:`kernel_name` says which. A reader's own kernel
-  can be passed as ``backend`` (a callable).
-
-All validate their arguments on the host and raise ``ValueError`` naming the bad value
-before anything is launched or written.
+:func:`store_kv`, :func:`paged_decode_attention` (one new token per sequence) and
+:func:`paged_attention` (any step: prompts, chunks, prefix hits, decode tokens, packed end to end)
+each have a PyTorch reference backend and a Triton one; a reader's kernel can be the ``backend``.
+Every entry point validates on the host and raises ``ValueError`` before anything is launched.
 """
 
 from __future__ import annotations
@@ -76,6 +66,16 @@ def store_kv(
         store_kv_triton(k, v, k_cache, v_cache, slot_mapping)
 
 
+def _check_out(out: torch.Tensor | None, q: torch.Tensor) -> None:
+    """An ``out=`` buffer must match ``q`` (shape, dtype, device) with a contiguous last dimension."""
+    if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != q.dtype
+                            or out.device != q.device or out.stride(-1) != 1):
+        desc = (f"{tuple(out.shape)}, {out.dtype}, {out.device}, strides {out.stride()}"
+                if isinstance(out, torch.Tensor) else type(out).__name__)
+        raise ValueError(f"out must match q ({tuple(q.shape)}, {q.dtype}, {q.device}, last dim contiguous); "
+                         f"got {desc}")
+
+
 def paged_decode_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -108,12 +108,7 @@ def paged_decode_attention(
         max_len = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     else:
         max_len = block_tables.shape[1] * k_cache.shape[1]  # an upper bound; needs no device sync
-    if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device
-                            or out.stride(-1) != 1):
-        raise ValueError(
-            f"out must match q ({tuple(q.shape)}, {q.dtype}, {q.device}, last dim contiguous); got "
-            f"{tuple(out.shape)}, {out.dtype}, {out.device}, strides {out.stride()}"
-        )
+    _check_out(out, q)
     scale = default_scale(q.shape[-1]) if scale is None else float(scale)
 
     if backend == "torch":
@@ -180,12 +175,7 @@ def paged_attention(
     custom = callable(backend)
     if not custom:
         check_backend(backend)
-    if out is not None and (not isinstance(out, torch.Tensor) or out.shape != q.shape or out.dtype != q.dtype
-                            or out.device != q.device or out.stride(-1) != 1):
-        desc = (f"{tuple(out.shape)}, {out.dtype}, {out.device}, strides {out.stride()}"
-                if isinstance(out, torch.Tensor) else type(out).__name__)
-        raise ValueError(f"out must match q ({tuple(q.shape)}, {q.dtype}, {q.device}, last dim contiguous); "
-                         f"got {desc}")
+    _check_out(out, q)
     context_lens: list[int] | None = None
     if check:
         q_lens, context_lens = check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc,

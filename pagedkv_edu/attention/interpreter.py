@@ -1,13 +1,8 @@
 """The Triton interpreter's integer-overflow checks, switched off for long model runs (chapter 5).
 
-Under ``TRITON_INTERPRET=1`` every int32 add, subtract and multiply is redone in int64 and
-checked against int32's range; compiled code checks only when built with ``debug=True``. On
-the kernels of this book that check costs up to about a third of the interpreter's time. The
-interpreter also re-patches ``triton.language`` on every call of a ``@triton.jit`` device
-function (``tl.max`` and ``tl.sum`` are such functions), although the launch has patched it
-already: another third of a decode launch. The graders and tests keep both; :func:`no_overflow_checks`
-skips them for a block of code, such as a model generating dozens of tokens through kernels
-those checks have already passed.
+The interpreter redoes every int32 operation in int64 to check its range, and re-patches
+``triton.language`` on every device-function call: together up to two thirds of a decode launch.
+The graders and tests keep both; a model generating through kernels they passed need not.
 """
 
 from __future__ import annotations

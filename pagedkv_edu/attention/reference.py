@@ -1,27 +1,8 @@
-"""Paged attention in plain PyTorch: gather through the block table, then ordinary attention.
+"""Paged attention in plain PyTorch: gather through the block table, then ordinary attention (chapter 3).
 
-This is chapter 3's whole idea in code. A sequence's keys are not contiguous in the paged
-cache, but its block table says where each logical block lives, so
-
-    slot(pos) = block_table[pos // block_size] * block_size + pos % block_size
-
-and indexing the cache (viewed as ``[num_slots, num_kv_heads, head_dim]``) with those slots
-gives back exactly the contiguous K (or V) the model wrote. Attention over the gathered
-tensors is then the textbook softmax(q k^T * scale) v, with each KV head shared by
-``num_heads // num_kv_heads`` query heads (grouped-query attention), here computed by
-``scaled_dot_product_attention`` with a mask over each sequence's padding.
-
-The functions here serve as oracles for everything faster:
-
-* :func:`sdpa_decode_attention`: ``torch.nn.functional.scaled_dot_product_attention`` over
-  the *contiguous* K/V of each sequence. It knows nothing about blocks: the oracle.
-* :func:`paged_decode_attention_torch`: the gather reference (``backend="torch"``),
-  batched with padding so it is also a fair speed baseline.
-* :func:`paged_decode_attention_float64`: the same in float64, the yardstick for the
-  Triton kernel's rounding error in every dtype.
-* :func:`paged_attention_torch` / :func:`paged_attention_float64`: any number of new queries
-  per sequence (prefill, chunk, prefix hit, decode), one gather and one masked SDPA per
-  sequence: the reference for the unified kernel.
+These are the oracles for everything faster: :func:`sdpa_decode_attention` over contiguous K/V
+(it knows no blocks), the gather references (``backend="torch"``, batched so they are a fair
+speed baseline), and their float64 twins, the yardstick for the kernels' rounding in every dtype.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Whole-block K/V copies in Triton: the data half of copy-on-write (chapter 7).
 
-When a sequence appends into a partly filled block that another sequence shares (after a
-fork for parallel sampling), the block manager gives it a fresh block and queues a copy
-``(source, destination)``. Before the step's forward pass the engine copies, for every
-layer, K and V of each source block into its destination: ``block_size * num_kv_heads *
-head_dim`` contiguous elements each in the NHD layout, so a copy is a flat memcpy of one
-block. Each program copies one chunk of one pair. This is vLLM's ``copy_blocks`` kernel,
-which its v0 engine ran on ``blocks_to_copy`` before every step.
-
-Copies of one step have *snapshot* semantics: every source is read as it was before any
-destination is written. That matters in one rare case, when a block freed and reused in
-the same step is a destination of one copy and the source of another; the wrapper then
-stages the sources through a temporary (the torch path) instead of racing programs.
+vLLM v0's ``copy_blocks`` kernel: each ``(source, destination)`` block pair is one flat copy per
+layer. A step's copies read every source as it was before any destination is written; when a
+block is both (freed and reused in one step), :func:`copy_blocks` takes the torch path, which
+gathers the sources first, instead of racing programs.
 """
 
 from __future__ import annotations
@@ -31,7 +23,12 @@ CHUNK_ELEMENTS = 4096
 
 
 @triton.jit
-def copy_blocks_kernel(k_cache_ptr, v_cache_ptr, src_ptr, dst_ptr, block_elems, CHUNK: tl.constexpr):
+def copy_blocks_kernel(k_cache_ptr,   # [num_blocks, block_size, num_kv_heads, head_dim], contiguous
+                       v_cache_ptr,   # same shape as k_cache, contiguous
+                       src_ptr,       # int64 [num_pairs], source block ids
+                       dst_ptr,       # int64 [num_pairs], destination block ids, distinct
+                       block_elems,   # elements per block: block_size * num_kv_heads * head_dim
+                       CHUNK: tl.constexpr):
     """Copy chunk ``program_id(1)`` of block ``src[p]`` to block ``dst[p]``, ``p = program_id(0)``, in K and V."""
     pair = tl.program_id(0)
     src = tl.load(src_ptr + pair).to(tl.int64)
@@ -68,7 +65,8 @@ def copy_blocks_torch(k_cache: torch.Tensor, v_cache: torch.Tensor, src: torch.T
     v_cache[dst] = v_cache[src]
 
 
-def copy_blocks_triton(k_cache: torch.Tensor, v_cache: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> None:
+def copy_blocks_triton(k_cache: torch.Tensor, v_cache: torch.Tensor,   # [num_blocks, block_size, kv_heads, head_dim]
+                       src: torch.Tensor, dst: torch.Tensor) -> None:   # int64 [num_pairs] each
     """Launch :func:`copy_blocks_kernel` over every pair; inputs must be validated already."""
     if src.numel() == 0:
         return

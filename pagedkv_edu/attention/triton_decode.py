@@ -1,25 +1,8 @@
-"""A paged-attention decode kernel in Triton (chapter 4).
+"""A paged-attention decode kernel in Triton (chapter 4 teaches it).
 
-You will learn how a decode kernel:
-
-1. finds a sequence's keys through its **block table** (one indirection per token),
-2. packs the query heads that share a KV head (**GQA**) into one tile, so every K/V byte is
-   read from memory once,
-3. keeps a running max, sum and output (**online softmax**) so it never holds all scores,
-4. splits a long context across several programs (**split-K**, "flash-decoding") and merges
-   the partial results with their log-sum-exps in a second, tiny kernel.
-
-Decode attention reads every cached K and V byte once and does about G floating-point
-operations per byte (G query heads per KV head: 4 for Llama-3.2-1B), so it is limited by
-memory bandwidth, not arithmetic: the goal is to stream the cache at close to copy speed. The grid has one program per (sequence, KV head, split). Each program
-walks its share of the sequence ``TILE_N`` tokens at a time; a tile may span several small
-blocks or be a slice of one large block, because the physical address is computed per token.
-
-The same source runs compiled on a GPU and under ``TRITON_INTERPRET=1`` on a CPU. Two things
-differ, chosen in :func:`launch_config`: on a GPU ``tl.dot`` needs tiles of at least 16 in
-every dimension, so the GQA group and head_dim are padded up to 16; and the interpreter's
-``tl.dot`` mishandles bfloat16 (it multiplies the raw bits), so there bfloat16 tiles are cast to
-float32 before the dots: a little more precise than the GPU, whose tolerances the tests use.
+One program per (sequence, KV head, split): the block table per token, GQA heads packed into one
+tile, an online softmax, and split-K with a second kernel that merges by log-sum-exp. Decode is
+memory-bound (about G flops per K/V byte), so the goal is streaming the cache at copy speed.
 """
 
 from __future__ import annotations
@@ -55,7 +38,8 @@ class DecodeConfig:
     head_dim_pad: int  # head_dim padded to a power of two (>= 16 on a GPU)
     num_warps: int = 4
     num_stages: int = 3  # software pipelining: the next tiles' table entries and K/V are loaded ahead
-    dot_fp32: bool = False  # run both dots in float32 (fp32 caches; bf16 under the interpreter)
+    dot_fp32: bool = False  # both dots in float32: fp32 caches, and bf16 in the interpreter, whose tl.dot
+    #                         multiplies bf16's raw bits (chapter 5 measures it)
 
 
 def _next_pow2(n: int) -> int:
@@ -105,13 +89,20 @@ def choose_num_splits(batch: int, num_kv_heads: int, max_len: int, device: torch
 
 @triton.jit
 def paged_decode_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr, lse_ptr,
-    qk_scale, num_splits,
-    stride_qb, stride_qh,
-    stride_cblock, stride_ctoken, stride_chead,
-    stride_tb,
-    stride_ob, stride_oh, stride_os,
-    stride_lb, stride_lh,
+    q_ptr,              # [batch, num_heads, head_dim], one query token per sequence
+    k_cache_ptr,        # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+    v_cache_ptr,        # same shape and strides as k_cache
+    block_tables_ptr,   # int32 [batch, max_blocks]; entries past a sequence are never read
+    seq_lens_ptr,       # int32 [batch], contiguous: tokens in the cache, the new one included
+    out_ptr,            # [batch, num_heads, head_dim], or float32 [batch, num_heads, num_splits, head_dim] with split-K
+    lse_ptr,            # float32 [batch, num_heads, num_splits], base-2 log-sum-exp (split-K only)
+    qk_scale,           # softmax scale * log2(e)
+    num_splits,         # splits of each sequence's positions
+    stride_qb, stride_qh,                          # q's strides: sequence, head
+    stride_cblock, stride_ctoken, stride_chead,    # the caches' strides: block, slot in block, KV head
+    stride_tb,                                     # block_tables' row stride
+    stride_ob, stride_oh, stride_os,               # out's strides: sequence, head, split (0 without split-K)
+    stride_lb, stride_lh,                          # lse's strides: sequence, head
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
@@ -183,10 +174,13 @@ def paged_decode_kernel(
 
 @triton.jit
 def merge_splits_kernel(
-    part_ptr, lse_ptr, out_ptr, num_splits,
-    stride_pb, stride_ph, stride_ps,
-    stride_lb, stride_lh,
-    stride_ob, stride_oh,
+    part_ptr,                          # float32 [batch, num_heads, num_splits, head_dim]
+    lse_ptr,                           # float32 [batch, num_heads, num_splits]
+    out_ptr,                           # [batch, num_heads, head_dim]
+    num_splits,                        # splits stage 1 wrote (<= SPLITS_PAD)
+    stride_pb, stride_ph, stride_ps,   # part's strides: sequence, head, split
+    stride_lb, stride_lh,              # lse's strides: sequence, head
+    stride_ob, stride_oh,              # out's strides: sequence, head
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, SPLITS_PAD: tl.constexpr,
 ):
     """Stage 2, one program per (sequence, query head): a softmax over the splits.
@@ -211,14 +205,14 @@ def merge_splits_kernel(
 # --- the launcher ------------------------------------------------------------------------
 
 def paged_decode_attention_triton(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
+    q: torch.Tensor,              # [batch, num_heads, head_dim]
+    k_cache: torch.Tensor,        # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,        # same shape as k_cache
+    block_tables: torch.Tensor,   # int32 [batch, max_blocks]
+    seq_lens: torch.Tensor,       # int32 [batch], the new token included
     scale: float,
     num_splits: int,
-    out: torch.Tensor,
+    out: torch.Tensor,            # [batch, num_heads, head_dim], q's dtype
     config: DecodeConfig | None = None,
 ) -> torch.Tensor:
     """Launch stage 1 (and stage 2 when ``num_splits > 1``); inputs must be validated already."""

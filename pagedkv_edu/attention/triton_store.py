@@ -1,12 +1,7 @@
-"""Slot-mapped K/V writes in Triton: the store half of paged attention.
+"""Slot-mapped K/V writes in Triton: the store half of paged attention (chapter 3).
 
-Each step of the model produces K and V for some new tokens: one per sequence at decode, a
-whole prompt at prefill. ``slot_mapping[i]`` (computed from the block table as
-``table[pos // B] * B + pos % B``) says which flat cache slot token ``i`` goes to; -1 marks a
-padding token that must not be written. The kernel is the same for both phases: each program
-copies ``TOKENS`` rows of ``num_kv_heads * head_dim`` elements, so a decode step of a small
-batch is one or a few programs and a long prefill is many. This is what vLLM's
-``reshape_and_cache_flash`` and nano-vllm's ``store_kvcache`` kernel do.
+One kernel for prefill and decode alike (vLLM's ``reshape_and_cache_flash``, nano-vllm's
+``store_kvcache``): each program copies ``TOKENS`` rows to their slots; slot -1 is not written.
 """
 
 from __future__ import annotations
@@ -24,8 +19,13 @@ ELEMENTS_PER_PROGRAM = 4096
 
 @triton.jit
 def store_kv_kernel(
-    k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_ptr, num_tokens,
-    stride_kn, stride_kh, stride_vn, stride_vh,
+    k_ptr,         # [num_tokens, num_kv_heads, head_dim], head_dim contiguous
+    v_ptr,         # [num_tokens, num_kv_heads, head_dim], head_dim contiguous
+    k_cache_ptr,   # [num_blocks, block_size, num_kv_heads, head_dim], contiguous: a slot is one ROW
+    v_cache_ptr,   # same shape as k_cache, contiguous
+    slot_ptr,      # int [num_tokens], contiguous: block * block_size + offset, or -1: do not write
+    num_tokens,    # rows of k and v
+    stride_kn, stride_kh, stride_vn, stride_vh,   # k's and v's strides: token, head
     HEAD_DIM: tl.constexpr, ROW: tl.constexpr, ROW_PAD: tl.constexpr, TOKENS: tl.constexpr,
 ):
     """Copy ``TOKENS`` tokens' K and V rows (``ROW = num_kv_heads * head_dim``) to their slots."""
@@ -44,7 +44,11 @@ def store_kv_kernel(
 
 
 def store_kv_triton(
-    k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor
+    k: torch.Tensor,              # [num_tokens, num_kv_heads, head_dim]
+    v: torch.Tensor,              # [num_tokens, num_kv_heads, head_dim]
+    k_cache: torch.Tensor,        # [num_blocks, block_size, num_kv_heads, head_dim], contiguous
+    v_cache: torch.Tensor,        # same shape as k_cache, contiguous
+    slot_mapping: torch.Tensor,   # int [num_tokens], -1: do not write
 ) -> None:
     """Launch :func:`store_kv_kernel`; inputs must be validated already."""
     num_tokens, num_kv_heads, head_dim = k.shape

@@ -1,43 +1,9 @@
-"""One Triton kernel for every attention step: prefill, chunks, prefix hits and decode (chapter 4-5).
+"""One Triton kernel for every attention step: prefill, chunks, prefix hits and decode (chapter 5).
 
-The decode kernel (:mod:`.triton_decode`) handles one query token per sequence. A real step
-mixes more: a whole prompt, a chunk of one, the rest of a prompt whose start was a
-prefix-cache hit (possibly ending in the middle of a block), and decode tokens, all in the
-same batch. vLLM v1's Triton backend answers that with one "unified" kernel; this is the
-same idea, written for this book:
-
-* The step's new tokens are packed end to end; ``query_start_loc`` (``cu_seqlens``) says
-  where each sequence's start: sequence ``s`` brings ``q_len = qsl[s+1] - qsl[s]`` tokens
-  (0 allowed), the last ``q_len`` of its ``seq_len``. Query ``i`` sits at position
-  ``seq_len - q_len + i`` and sees keys ``0 ..`` that position: the cached prefix, plus the
-  new tokens up to itself (causal).
-* A program owns a **query tile**: ``BLOCK_Q`` consecutive new tokens of one sequence times
-  the ``GROUP`` query heads sharing one KV head (GQA packing), ``BLOCK_M = BLOCK_Q * GROUP``
-  rows in all (rows past ``BLOCK_Q * GROUP`` are padding when the group is not a power of
-  two, as with Llama's 3 or SmolLM2's 3). Every K/V byte a tile reads serves all its rows.
-* The grid is (query tile, KV head). Query tiles are numbered across the batch without a
-  host sync: sequence ``s``'s tiles start at ``qsl[s] // BLOCK_Q + s`` (one spare tile per
-  sequence pays for ragged starts), so ``num_tokens // BLOCK_Q + num_seqs`` programs cover
-  any batch, and each program finds its sequence by binary search over ``query_start_loc``.
-  Spare programs (and sequences with no queries) return at once.
-* Each program walks the keys its last query may see, ``TILE_N`` positions at a time, every
-  one read through the block table (a per-token address, so any block size works: 3, 5, 12
-  as well as 16), and folds them in with an fp32 online softmax (base-2 logits, as in the
-  decode kernel). Keys past a query's position get score -inf; rows that see nothing yet
-  are kept at 0 instead of NaN.
-
-The split-K decode kernel stays: a decode step has one query per sequence, so this kernel's
-tile would be mostly padding and it cannot split a long context across programs.
-:func:`pagedkv_edu.attention.paged_attention` chooses between them.
-
-Tile sizes (:func:`unified_config`): on a GPU, ``BLOCK_M = 64`` rows and ``TILE_N = 64``
-keys for 16-bit caches (32 x 32 for fp32, smaller past head_dim 128, so that nothing spills
-registers on sm_90; ``tl.dot`` needs 16 or more in every dimension; head_dim and rows are
-padded to powers of two and masked). These are untuned first choices: no GPU was
-available when the kernel was written, and ``bench attention --mode prefill`` measures them. In the interpreter every program runs one after another in
-NumPy, so the cost is the number of programs and loop iterations, not the tile's size:
-there ``BLOCK_M`` grows with the longest query (up to 128 rows) and ``TILE_N = 32``, which
-keeps the test batches to a few programs.
+vLLM v1's "unified" Triton attention, written for this book: the step's new tokens are packed
+end to end (``query_start_loc``); a program owns ``BLOCK_Q`` tokens of one sequence times the GQA
+group, and walks the keys its last query may see through the block table, causally masked.
+The split-K decode kernel stays for decode steps, where this kernel's tile would be mostly padding.
 """
 
 from __future__ import annotations
@@ -75,8 +41,10 @@ def unified_config(group: int, head_dim: int, dtype: torch.dtype, max_query_len:
                    num_warps: int = 4, num_stages: int = 3) -> UnifiedConfig:
     """Tile sizes for a GQA group, head_dim and dtype on a GPU (``gpu=True``) or the interpreter.
 
-    ``max_query_len`` only matters in the interpreter, where the tile grows to hold the
-    longest query (fewer programs); on a GPU the tile is fixed so no host sync is needed.
+    ``max_query_len`` only matters in the interpreter, which runs programs one after another, so
+    the tile grows to hold the longest query (fewer programs); on a GPU the tile is fixed so no
+    host sync is needed. The GPU sizes are untuned first choices (no GPU was at hand when they
+    were written): ``bench attention --mode prefill`` measures them.
     """
     gpu = runtime.BACKEND == "cuda" if gpu is None else gpu
     if gpu:
@@ -112,12 +80,19 @@ def _find_sequence(query_start_loc_ptr, tile, num_seqs, BLOCK_Q: tl.constexpr):
 
 @triton.jit
 def unified_attention_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, query_start_loc_ptr, out_ptr,
-    qk_scale, num_seqs,
-    stride_qt, stride_qh,
-    stride_cblock, stride_ctoken, stride_chead,
-    stride_tb,
-    stride_ot, stride_oh,
+    q_ptr,                 # [num_tokens, num_heads, head_dim], the step's new tokens packed end to end
+    k_cache_ptr,           # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+    v_cache_ptr,           # same shape and strides as k_cache
+    block_tables_ptr,      # int32 [num_seqs, max_blocks]
+    seq_lens_ptr,          # int32 [num_seqs], contiguous: tokens in the cache, this step's included
+    query_start_loc_ptr,   # int32 [num_seqs + 1], contiguous: sequence s's tokens are q[qsl[s]:qsl[s + 1]]
+    out_ptr,               # [num_tokens, num_heads, head_dim]
+    qk_scale,              # softmax scale * log2(e)
+    num_seqs,              # sequences in the step
+    stride_qt, stride_qh,                          # q's strides: token, head
+    stride_cblock, stride_ctoken, stride_chead,    # the caches' strides: block, slot in block, KV head
+    stride_tb,                                     # block_tables' row stride
+    stride_ot, stride_oh,                          # out's strides: token, head
     GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr,
     HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
@@ -182,19 +157,23 @@ def unified_attention_kernel(
 
 
 def num_query_tiles(num_tokens: int, num_seqs: int, block_q: int) -> int:
-    """Programs along the grid's first axis: enough for any split of ``num_tokens`` into ``num_seqs``."""
+    """Programs along the grid's first axis: enough for any split of ``num_tokens`` into ``num_seqs``.
+
+    Sequence ``s``'s tiles start at ``qsl[s] // BLOCK_Q + s`` (a spare tile per sequence pays for
+    ragged starts), so the grid needs no host sync; spare programs return at once.
+    """
     return num_tokens // block_q + num_seqs
 
 
 def unified_attention_triton(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
+    q: torch.Tensor,                 # [num_tokens, num_heads, head_dim], packed sequence by sequence
+    k_cache: torch.Tensor,           # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache: torch.Tensor,           # same shape as k_cache
+    block_tables: torch.Tensor,      # int32 [num_seqs, max_blocks]
+    seq_lens: torch.Tensor,          # int32 [num_seqs], this step's tokens included
+    query_start_loc: torch.Tensor,   # int32 [num_seqs + 1]
     scale: float,
-    out: torch.Tensor,
+    out: torch.Tensor,               # [num_tokens, num_heads, head_dim], q's dtype
     config: UnifiedConfig | None = None,
     max_query_len: int | None = None,
 ) -> torch.Tensor:

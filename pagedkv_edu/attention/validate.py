@@ -1,11 +1,8 @@
 """Checks that run on the host before any kernel touches memory.
 
-A Triton kernel does not bounds-check. A block id past the end of the cache, or a sequence
-longer than its block table, makes it read (or, for the store, write) somebody else's memory
-and return a plausible-looking wrong answer. So every public entry point validates its
-arguments first and raises a ``ValueError`` that names the bad value. The price is one small
-device-to-host copy of ``seq_lens`` and the valid part of the block table; hot loops that
-already validated once can pass ``check=False``.
+A Triton kernel does not bounds-check: a bad block id or a table too short reads (or writes)
+somebody else's memory and returns a plausible wrong answer. The price is one small host copy of
+``seq_lens`` and the table; hot loops that validated once pass ``check=False``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """``python -m pagedkv_edu bench <benchmark>``: measured performance, and the files that keep it.
 
-Each benchmark is a module of this package with ``register(subparsers)`` (adding its parser,
-``--json`` and ``--out``, like every command). Adding one is one line in ``BENCHMARKS``.
-
-A benchmark's ``--out FILE`` writes a JSON record with the metadata ``results/README.md``
-requires (device, UTC date, versions). Committed records live in ``results/``; chapters plot
-the newest GPU record of their benchmark with :func:`latest_result`, and say where and when it
-was measured.
+A benchmark is a module with ``register(subparsers)``, listed in ``BENCHMARKS``. ``--out FILE``
+writes a JSON record with the metadata ``results/README.md`` requires; chapters plot the newest
+committed record with :func:`latest_result` and say where and when it was measured.
 """
 
 from __future__ import annotations

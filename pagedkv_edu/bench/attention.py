@@ -1,25 +1,9 @@
-"""``bench attention``: the decode kernel against memory bandwidth, contiguous SDPA and the gather reference.
+"""``bench attention``: the decode kernel against memory bandwidth, contiguous SDPA and the gather reference (chapter 4).
 
-Decode attention reads every cached K and V byte once per step and does about 4 FLOP per
-byte, so its speed limit is memory bandwidth. For each configuration (batch, context, block
-size, split-K) the benchmark reports, on CUDA:
-
-* the kernel time, ``triton.testing.do_bench`` median;
-* achieved GB/s = K/V bytes read / time, and that as a fraction of the device-to-device copy
-  bandwidth measured in the same run (a copy reads and writes, so its GB/s counts both);
-* the speed ratio against SDPA over a *contiguous* cache holding the same K/V (the query heads
-  of each KV head folded into the query length, so SDPA also reads each K/V byte once), and
-  against the torch gather reference.
-
-Shapes are one layer of Llama-3.2-1B (32 query heads, 8 KV heads, head_dim 64, bf16). On a
-CPU the kernel runs in the Triton interpreter: the benchmark then times small shapes, which
-shows relative costs but says nothing about GPU speed.
-
-``--mode prefill`` times the unified kernel (:mod:`pagedkv_edu.attention.triton_unified`)
-instead, on steps where sequences bring many tokens: whole prompts and a prefix hit against
-SDPA over a contiguous cache (causal), a decode batch against the split-K decode kernel (what
-the dispatch picks there), and a mixed step of prompt chunks and decodes. Its record is the
-benchmark ``attention-prefill``.
+On CUDA, per configuration: ``do_bench`` median time, K/V GB/s and its fraction of the copy
+bandwidth measured in the same run, and speed against SDPA over a contiguous cache holding the
+same K/V. Shapes are one layer of Llama-3.2-1B in bf16; on a CPU (the interpreter) small shapes,
+which say nothing about GPU speed. ``--mode prefill`` times the unified kernel instead.
 """
 
 from __future__ import annotations
@@ -130,7 +114,7 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
             baselines: bool = True) -> dict[str, Any]:
     """Time one shape: the Triton kernel, and (with ``baselines``) contiguous SDPA and the gather reference."""
     from ..attention import paged_decode_attention
-    from .batch import random_paged_batch
+    from ..model.paged_batch import random_paged_batch
     from ..attention.triton_decode import choose_num_splits, default_scale, launch_config
 
     dtype = torch_dtype(shape.dtype)
@@ -236,7 +220,7 @@ def _contiguous_causal_sdpa(step: Any, scale: float) -> Callable[[], torch.Tenso
 def measure_step(shape: StepShape) -> dict[str, Any]:
     """Time the unified kernel on one step, against contiguous SDPA, the decode kernel and the gather reference."""
     from ..attention import kernel_name, paged_attention
-    from ..bench.batch import random_paged_step
+    from ..model.paged_batch import random_paged_step
     from ..attention.triton_decode import default_scale
     from ..attention.triton_unified import unified_attention_triton
 
@@ -300,10 +284,16 @@ def _print_prefill(record: dict[str, Any]) -> None:
         vs_decode = f"{r['speed_vs_decode_kernel']:.2f}x" if "speed_vs_decode_kernel" in r else "-"
         print(f"{r['label']:52s} {r['num_tokens']:>6d} {r['unified_ms']:>10.4f} {r['tflops']:>8.2f} {vs_sdpa:>8s} "
               f"{vs_decode:>9s} {r['speed_vs_gather']:>8.2f}x")
+    _print_end(record)
+
+
+def _print_end(record: dict[str, Any], *lines: str) -> None:
+    """The targets met or missed, then ``lines``, then the record's note."""
     for t in record.get("targets", []):
         print(f"{'MET ' if t['met'] else 'MISSED'} {t['target']} (measured {t['measured']})")
-    if record.get("note"):
-        print(record["note"])
+    for line in (*lines, record.get("note")):
+        if line:
+            print(line)
 
 
 def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -353,14 +343,12 @@ def _print(record: dict[str, Any]) -> None:
         frac = f"{r['fraction_of_copy_bw']:.0%}" if on_gpu else "-"
         print(f"{r['label']:48s} {r['num_splits_used']:>6d} {r['kernel_ms']:>10.4f} {gbps:>8s} {frac:>8s} "
               f"{r['sdpa_ms']:>9.4f} {r['speed_vs_sdpa']:>7.2f}x {r['speed_vs_gather']:>8.2f}x")
-    for t in record.get("targets", []):
-        print(f"{'MET ' if t['met'] else 'MISSED'} {t['target']} (measured {t['measured']})")
+    sweep = ""
     if record.get("tile_sweep"):
         best = max(record["tile_sweep"], key=lambda r: r["gbps"])
-        print(f"tile sweep on '{MAIN.label}': best tile_n={best['tile_n']} num_warps={best['num_warps']} "
-              f"num_stages={best['num_stages']}: {best['kernel_ms']:.4f} ms, {best['gbps']:,.0f} GB/s")
-    if record.get("note"):
-        print(record["note"])
+        sweep = (f"tile sweep on '{MAIN.label}': best tile_n={best['tile_n']} num_warps={best['num_warps']} "
+                 f"num_stages={best['num_stages']}: {best['kernel_ms']:.4f} ms, {best['gbps']:,.0f} GB/s")
+    _print_end(record, sweep)
 
 
 def plot_record(record: dict[str, Any]) -> Any:

@@ -1,21 +1,9 @@
-"""Does the Triton interpreter compute bfloat16 correctly? Measured, against float64.
+"""Does the Triton interpreter compute bfloat16 correctly? Measured against float64 (chapter 5).
 
-Chapter 5 runs Llama-3.2-1B's architecture through Triton on a CPU, where Triton is an
-interpreter built on NumPy. NumPy has no bfloat16: the interpreter carries bf16 tensors as
-their raw 16-bit patterns. Two measurements decide which dtype the chapter can trust:
-
-* :func:`raw_dot_error`: a bare ``tl.dot`` of two bf16 tiles, the operation every attention
-  kernel is built on, compared with the same product in float64;
-* :func:`attention_error`: the book's paged attention on a bf16 cache (prefill and decode
-  queries in one step), compared with the float64 reference, next to the error of the torch
-  reference computing in bf16, i.e. the error bf16 itself brings;
-* :func:`cast_error`: the fp32 -> bf16 cast alone (``x.to(tl.bfloat16)`` in a one-line kernel)
-  against torch's round-to-nearest-even. The interpreter truncates (it drops the low 16 bits),
-  so its error reaches 2^-7, not 2^-8; a GPU rounds to nearest even.
-
-Both return *relative* errors (largest absolute difference / largest reference magnitude), so
-a correct bf16 computation lands near bf16's rounding unit, 2^-8 = 0.0039, and a wrong one far
-above it.
+NumPy has no bfloat16, so the interpreter carries bf16 as raw 16-bit patterns. Three relative
+errors (largest difference / largest reference magnitude): a bare bf16 ``tl.dot``, the book's
+paged attention on a bf16 cache, and the fp32 -> bf16 cast (the interpreter truncates, so its
+error reaches 2^-7, not 2^-8). A correct bf16 computation lands near 2^-8 = 0.0039.
 """
 
 from __future__ import annotations
@@ -26,7 +14,7 @@ import torch
 
 from .. import runtime  # imported before triton: it sets TRITON_INTERPRET on a CPU
 from ..attention import paged_attention
-from .batch import random_paged_step
+from ..model.paged_batch import random_paged_step
 from ..attention.reference import paged_attention_float64
 
 import triton  # noqa: E402

@@ -14,7 +14,7 @@ import torch
 
 from ..attention import paged_decode_attention
 from ..block_size import BLOCK_SIZES
-from .batch import random_paged_batch
+from ..model.paged_batch import random_paged_batch
 
 
 def cpu_reference_times(block_sizes: Sequence[int] = BLOCK_SIZES, *, batch: int = 8, context: int = 512,

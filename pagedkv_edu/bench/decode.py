@@ -1,23 +1,9 @@
-"""``bench decode``: our paged decoder against transformers ``generate``, same prompts, same model.
+"""``bench decode``: our paged decoder against transformers ``generate``, same prompts, same model (chapter 5).
 
-Both sides run greedy decoding of the same batch of prompts with the same weights (our
-decoder uses transformers' tensors), stop on the same end-of-sequence token, and count only
-*useful* tokens: those up to and including each sequence's stop token. transformers pads the
-batch on the left and keeps decoding finished rows until the longest is done; our decoder
-drops a sequence from the batch when it stops.
-
-Reported per system and device: useful tokens/s over prefill + decode, the bytes of the KV
-cache tensors it kept (our pool holds exactly the blocks the batch needs; transformers'
-``DynamicCache`` holds ``batch x longest row`` of padded positions), and on CUDA the peak
-memory allocated during the run above the weights. On a CPU only the cache bytes are
-reported: the process's peak resident size cannot be split between two systems in one run.
-
-``--backend triton`` runs every attention of our decoder (prefill and decode) through the
-book's Triton kernels. On a CPU that is the Triton interpreter, which is far too slow to
-compare with transformers, so there the useful number is seconds per decode step: how long a
-reader waits for each token of chapter 5. Each row reports ``prefill_seconds``,
-``seconds_per_decode_step`` and ``attention`` (the kernel that ran each phase).
-:func:`latest_triton_records` finds the committed records of such runs for the chapter.
+Both decode greedily with the same weights and count only useful tokens (up to each stop
+token): transformers pads on the left and keeps decoding finished rows; our decoder drops them.
+Reported: useful tokens/s, KV-cache bytes kept, and on CUDA peak memory above the weights.
+``--backend triton`` on a CPU reports seconds per decode step through the interpreter.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Decoding with and without a KV cache, on a transformers model: the cost chapter 0 measures.
 
-Without a cache, every decode step runs the whole sequence so far through the model again, so
-generating ``n`` tokens after a ``p``-token prompt processes ``n * p + n * (n - 1) / 2`` token
-positions: quadratic in the length. With a cache, the prompt runs once and every later step
-runs one token: ``p + n - 1`` positions. :func:`greedy_decode` counts the positions the model
-actually embedded (a hook on its embedding layer), so the chapter asserts exact counts; the
-step times of :func:`step_seconds` are wall-clock and only ever compared loosely.
+:func:`greedy_decode` counts the positions the model embedded (a hook on its embedding layer),
+so the chapter asserts exact counts; step times are wall-clock and only compared loosely.
 """
 
 from __future__ import annotations

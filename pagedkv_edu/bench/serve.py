@@ -1,39 +1,9 @@
 """``python -m pagedkv_edu serve-bench``: the 50-consultant experiment on a real model (chapter 6).
 
-The same requests are served by the same model and the same scheduler twice, under the same
-KV budget: once with paged memory, once with chapter 1's contiguous ``max_seq_len``
-reservations (the budget is sized so that ten of those fit). It measures what the articles
-claim: how many requests run at once, and what that does to throughput and latency.
-
-Optionally (``--peers``) the same requests go through transformers' own paths: static batched
-``generate`` with left padding, and its continuous-batching ``generate_batch`` when present.
-
-``--prefix-caching`` (chapter 8) adds a third run, paged with automatic prefix caching, and
-reports its hit rate, the prefill tokens it saved and its time-to-first-token gain over
-plain paged serving; ``--few-shot 5`` serves the 5-shot variant, whose prompts share about
-1,000 tokens instead of 200.
-
-At full size on a 2-core CPU this takes tens of minutes; ``--length-scale 0.0625`` runs the
-same draw of requests at 1/16 of every length (pair it with ``--block-size 1``), which is
-what chapter 6's notebook does.
-
-With ``--peers`` and a paged run, the record's ``vs_transformers_static`` holds the engine's
-throughput over transformers' static batching and whether both produced the same greedy
-tokens. Issue 13's comparison is 16 full-length requests with outputs divided by 5::
-
-    python -m pagedkv_edu serve-bench --policy paged --peers --num-requests 16 --output-scale 0.2 \
-        --out results/serve-$(date -u +%F)-peers.json
-
-``--breakdown`` profiles one more paged run and reports, per step kind (prefill, decode,
-mixed), the seconds spent in linear layers, attention, K/V gathers and everything else, and
-the floor of a decode step: the weights plus the K/V it reads, over the copy bandwidth this
-machine reached in the bench's own copy test (:func:`decode_floor`).
-
-**How to benchmark.** Timings are only worth recording on an idle machine: on a 2-core CPU a
-second busy process made the engine ten times slower in one run. Close everything else, let
-torch use every core (the default; ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` if you must
-pin it, the record says how many threads ran), and compare engines in one process, one after
-the other, as this command does.
+The same requests, model and scheduler under the same KV budget, paged and with contiguous
+``max_seq_len`` reservations; ``--peers`` adds transformers' own paths, ``--prefix-caching`` a
+prefix-cached run, ``--breakdown`` the per-step time split and the decode floor. Record timings
+only on an idle machine (a second busy process made the engine ten times slower in one run).
 """
 
 from __future__ import annotations
@@ -309,7 +279,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-budget-tokens", type=whole_number(1, 2**25), default=None, help="default: 10 x max_seq_len")
     p.add_argument("--block-size", type=whole_number(1, 4096), default=16)
     p.add_argument("--num-requests", type=whole_number(1, 100_000), default=50)
-    p.add_argument("--length-scale", type=float, default=1.0, help="scale every length (e.g. 0.0625 = 1/16)")
+    p.add_argument("--length-scale", type=float, default=1.0, help="scale every length (e.g. 0.0625 = 1/16, with --block-size 1: chapter 6's run)")
     p.add_argument("--output-scale", type=float, default=1.0, help="scale outputs only (e.g. 0.2 = outputs / 5)")
     p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--peers", action="store_true", help="also run transformers' static generate and generate_batch")

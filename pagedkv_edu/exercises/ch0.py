@@ -1,8 +1,6 @@
-"""Grader for chapter 0: KV bytes per token.
+"""Grader for chapter 0 (why a KV cache): KV bytes per token.
 
-``check_kv_bytes_per_token`` runs the reader's function on the book's models and on hidden random
-shapes (:mod:`.grading`), chosen to catch the usual slips: forgetting the factor 2 for K and V,
-counting bits instead of bytes, or counting elements instead of bytes.
+Hidden random shapes catch the factor 2 for K and V forgotten, bits for bytes, elements for bytes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Grader for chapter 1: first-fit placement in a contiguous arena.
+"""Grader for chapter 1 (the contiguous cache): first-fit placement in an arena.
 
-``check_first_fit`` runs the reader's function on the chapter's cases and on hidden random ones
-(:mod:`.grading`), chosen to catch the usual slips: taking the *largest* or the *best-fitting*
-hole instead of the first, trusting the order the holes are listed in, or rounding a request up
-to a power of two as a buddy allocator would.
+It catches the largest or best-fitting hole taken instead of the first, trusting the order the
+holes are listed in, and rounding up to a power of two as a buddy allocator would.
 """
 
 from __future__ import annotations

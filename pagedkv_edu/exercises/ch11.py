@@ -1,12 +1,7 @@
 """Grader for chapter 11 (prefix-aware routing): the hybrid decision of SGLang's cache-aware router.
 
-The reader writes ``hybrid_choice(loads, matches, prompt_len, cache_threshold, abs_threshold,
-rel_threshold)`` and returns a replica's index. It is judged on the cases the chapter names (each
-threshold on both sides and exactly at its edge), then on hidden cases: decisions recorded while
-routing the three workloads of :mod:`pagedkv_edu.routing_workloads`, and seeded random loads and
-matches at the thresholds' edges. Where several replicas tie (equal loads, equal matches), any of
-them is right. Catches: a test of imbalance that ignores one threshold, ``>=`` where SGLang's
-router has ``>``, a match taken however short, and a fallback other than the least loaded.
+Hidden cases are decisions recorded while routing :mod:`pagedkv_edu.routing_workloads` and seeded
+loads and matches at each threshold's edge; where replicas tie, any of them is right.
 """
 
 from __future__ import annotations

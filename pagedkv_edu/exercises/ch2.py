@@ -1,12 +1,7 @@
-"""Graders for chapter 2's "Your turn": the slot mapping, and appending one token.
+"""Graders for chapter 2 (block pool and block tables): the slot mapping, and appending one token.
 
-Each ``check_*`` runs the reader's function on the articles' walk-throughs, a few cases chosen to
-catch the usual bugs (forgetting ``* B``, allocating one token early, taking the wrong free
-block), and hidden random cases at block sizes that are not powers of two (:mod:`.grading`).
-A block-table bug usually shows up as a slot in somebody else's block, so a wrong slot is
-explained: the physical block it lands in, and whether that block is out of range or not this
-sequence's. When the wrong slots are exactly what another block size would give, or what the
-power-of-two bit tricks give, the message says that instead: it is the real cause.
+A wrong slot is explained by the block it lands in (out of range, or another sequence's); when
+the wrong slots are what another block size or the power-of-two bit tricks give, it says that.
 """
 
 from __future__ import annotations
@@ -44,6 +39,14 @@ HIDDEN_BLOCK_SIZES = (3, 5, 6, 12, 3, 5, 6, 12, 1, 2, 7, 10, 16)
 def random_table(rng: random.Random, num_blocks: int, length: int) -> list[int]:
     """``length`` distinct block ids out of a pool of ``num_blocks``, in random order."""
     return rng.sample(range(num_blocks), length)
+
+
+def edge_length(rng: random.Random, blocks: int, block_size: int) -> int:
+    """A token count that needs exactly ``blocks`` blocks: full, one token into the last, or in between."""
+    if blocks == 0:
+        return 0
+    first = (blocks - 1) * block_size + 1
+    return rng.choice([blocks * block_size, first, rng.randint(first, blocks * block_size)])
 
 
 def _hidden_slot_cases(count: int = 150, seed: int = 2) -> list[SlotCase]:
@@ -210,8 +213,7 @@ def _hidden_append_cases(count: int = 100, seed: int = 3) -> list[AppendCase]:
     for i in range(count):
         b = rng.choice(HIDDEN_BLOCK_SIZES)
         length = rng.randint(0, 3)
-        tokens = 0 if length == 0 else rng.choice([length * b, (length - 1) * b + 1, rng.randint((length - 1) * b + 1,
-                                                                                                 length * b)])
+        tokens = edge_length(rng, length, b)
         appends = rng.randint(1, 2 * b + 2)
         needed = -(-(tokens + appends) // b) - length
         num_blocks = length + needed + rng.randint(0, 4)

@@ -1,13 +1,8 @@
-"""Grader for chapter 3: gathering a sequence out of the paged cache.
+"""Grader for chapter 3 (paged attention in PyTorch): gathering a sequence out of the paged cache.
 
-``check_gather_kv`` fills every cache slot of the chapter's cases with its own slot number, so a
-wrong row says where it came from: "position 17 holds slot 23 (block 1, offset 7), a block this
-sequence does not own" is exactly the message a block-table bug needs. Its hidden cases use
-random caches in float64, float32, float16 and bfloat16, block sizes that are not powers of two,
-and lengths 0, 1 and exact multiples of the block size; a wrong row is still traced to its slot
-(by looking it up), and a result in another dtype than the cache's is named as such.
-
-``check_gather_kv`` prints its verdict (:mod:`.grading`) and returns it as a bool.
+The shown cases fill every slot with its own number, so a wrong row says where it came from
+("position 17 holds slot 23, a block this sequence does not own"); hidden cases use random
+caches in four dtypes and still trace a wrong row to its slot.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, random_table
+from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, edge_length, random_table
 from .grading import Raised, Reader, grade, short
 from .solutions import ch3 as reference
 
@@ -58,7 +53,7 @@ def _hidden_gather_cases(count: int = 60, seed: int = 4) -> list[GatherCase]:
     for i in range(count):
         b = rng.choice(HIDDEN_BLOCK_SIZES)
         used = rng.randint(0, 4)
-        seq_len = 0 if used == 0 else rng.choice([used * b, (used - 1) * b + 1, rng.randint((used - 1) * b + 1, used * b)])
+        seq_len = edge_length(rng, used, b)
         num_blocks = used + rng.randint(1, 6)
         table = random_table(rng, num_blocks, used) + rng.choice([[], [-1], [-1, -1]])
         dtype = CACHE_DTYPES[i % len(CACHE_DTYPES)]

@@ -1,14 +1,8 @@
-"""Graders for chapter 4's first steps: the online-softmax update in PyTorch, and four warm-up
-Triton puzzles.
+"""Graders for chapter 4's first steps: the online-softmax update in PyTorch, and four Triton warm-ups.
 
-``check_online_softmax_update`` replays the reader's update tile by tile and names the first
-tile, and the first quantity (running max, running sum or accumulator), that leaves the
-contract, with the dtype and the size of the error; one case has scores near 1,000, where a
-softmax without the running max overflows, and one a tile of only padding (-inf), where a
-tile-local max gives NaN. Hidden cases vary the tile widths (odd ones included), the number
-of heads, and run in float32 as well as float64.
-
-Each ``check_*`` prints its verdict (:mod:`.grading`) and returns it as a bool.
+The update is replayed tile by tile and the first tile and quantity (max, sum, accumulator) off
+the contract is named; one case has scores near 1,000 (overflow without the running max), one a
+tile of only padding (NaN from a tile-local max).
 """
 
 from __future__ import annotations
@@ -175,13 +169,7 @@ def check_online_softmax_update(
 # valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _grade, _launch, _np2  # noqa: E402
-
-import triton  # noqa: E402
-
-
-def _dot_floor() -> int:
-    return 16 if runtime.BACKEND == "cuda" else 1
+from .ch4_triton import Case, Forbidden, _dot_floor, _grade, _launch, _np2  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:

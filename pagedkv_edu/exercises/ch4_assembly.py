@@ -1,30 +1,9 @@
-"""Chapter 4's five pieces, assembled into a paged-attention kernel for prefill and decode steps alike.
+"""Chapter 4's five pieces assembled into one paged-attention kernel for prefill and decode alike.
 
-:func:`assemble_paged_attention` takes the reader's ``@triton.jit`` pieces (any piece left
-out is the shipped solution) and returns a callable with the positional signature of
-CONTRACT A's custom backend::
-
-    attend(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale) -> Tensor
-
-so ``paged_attention(..., backend=attend)`` and the chapter-5 decoder run on the reader's
-kernel. The pieces are passed to the kernel as ``tl.constexpr`` arguments: Triton treats a
-``@triton.jit`` function given that way as part of the compiled program (a new function
-compiles a new kernel), in the interpreter and on a GPU alike.
-
-How it attends. Query ``i`` of sequence ``s`` sits at position ``seq_lens[s] - q_len[s] + i``
-and sees keys ``0 .. that position``. The grid has one program per (query block, KV head,
-split): a query block is up to ``BLOCK_Q`` consecutive new tokens of one sequence, and the
-rows of the program's tile are (query token, query head of this KV head) pairs, so a K/V
-tile loaded once serves every query of the block and every head of the GQA group. A causal
-mask hides the keys after each row's position. A decode step is ``BLOCK_Q = 1``: exactly
-chapter 4's split-K decode kernel. The reader's pieces do not care how many rows there are.
-
-Split-K is used only when every sequence brings one token: with several query tokens, a
-split that starts after a row's position would leave that row with no key at all, which
-the online-softmax piece (by its contract) need not handle. With one split, stage 1 writes
-the normalised output itself and the merge is skipped (the interpreter runs the programs of
-a launch one after another, so a needless launch costs time); with ``num_splits >= 2`` the
-merge piece combines the splits.
+:func:`assemble_paged_attention` takes the reader's ``@triton.jit`` pieces (a missing one is the
+shipped solution) and returns a callable with CONTRACT A's signature, so
+``paged_attention(..., backend=attend)`` and chapter 5's decoder run on the reader's kernel.
+Chapter 4 (notebooks/04_triton_decode_kernel.ipynb) teaches the grid and split-K.
 """
 
 from __future__ import annotations
@@ -51,20 +30,32 @@ BLOCK_Q = 16
 
 @triton.jit
 def assembled_split_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, query_start_loc_ptr,
-    block_seq_ptr, block_q0_ptr, part_ptr, lse_ptr,
-    qk_scale, num_splits,
-    stride_qt, stride_qh,
-    stride_cb, stride_ct, stride_ch,
-    stride_tb,
-    stride_pt, stride_ph, stride_ps, stride_lt, stride_lh,
+    q_ptr,                  # [num_tokens, num_heads, head_dim], the new tokens packed sequence by sequence
+    k_cache_ptr,            # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+    v_cache_ptr,            # same shape and strides as k_cache
+    block_tables_ptr,       # int32 [num_seqs, max_blocks]
+    seq_lens_ptr,           # int32 [num_seqs], tokens in the cache, the new ones included
+    query_start_loc_ptr,    # int32 [num_seqs + 1], sequence s's queries are q[start[s]:start[s + 1]]
+    block_seq_ptr,          # int32 [num_query_blocks], the sequence of each query block
+    block_q0_ptr,           # int32 [num_query_blocks], each block's first token (an index into q)
+    part_ptr,               # float32 [num_tokens, num_heads, num_splits, head_dim]; the output itself without split-K
+    lse_ptr,                # float32 [num_tokens, num_heads, num_splits], base-2 log-sum-exp
+    qk_scale,               # softmax scale * log2(e)
+    num_splits,             # splits of each sequence's keys
+    stride_qt, stride_qh,   # q's strides: token, head
+    stride_cb, stride_ct, stride_ch,   # the caches' strides: block, slot in block, KV head
+    stride_tb,              # block_tables' row stride
+    stride_pt, stride_ph, stride_ps,   # part's strides: token, head, split
+    stride_lt, stride_lh,   # lse's strides: token, head
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, BLOCK_Q: tl.constexpr,
+    # The reader's pieces: a @triton.jit function passed as tl.constexpr is compiled into the program.
     TILE_SLOTS: tl.constexpr, LOAD_TILE: tl.constexpr, UPDATE: tl.constexpr, WRITE_LSE: tl.constexpr,
 ):
     """Stage 1, program (query block, KV head, split): normalised outputs (and lse) of its rows.
 
-    Without split-K (``WRITE_LSE=False``) ``part_ptr`` is the output itself, in its dtype.
+    A query block is up to ``BLOCK_Q`` new tokens of one sequence; its rows are (token, head of
+    this KV head's group) pairs, so one K/V tile serves them all, under a causal mask.
     """
     qblock = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -120,10 +111,15 @@ def assembled_split_kernel(
 
 
 @triton.jit
-def assembled_merge_kernel(part_ptr, lse_ptr, out_ptr, num_splits,
-                           stride_pt, stride_ph, stride_ps, stride_lt, stride_lh, stride_ot, stride_oh,
+def assembled_merge_kernel(part_ptr,     # float32 [num_tokens, num_heads, num_splits, head_dim]
+                           lse_ptr,      # float32 [num_tokens, num_heads, num_splits]
+                           out_ptr,      # [num_tokens, num_heads, head_dim]
+                           num_splits,   # splits written by stage 1
+                           stride_pt, stride_ph, stride_ps,   # part's strides: token, head, split
+                           stride_lt, stride_lh,              # lse's strides: token, head
+                           stride_ot, stride_oh,              # out's strides: token, head
                            HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, SPLITS_PAD: tl.constexpr,
-                           MERGE: tl.constexpr):
+                           MERGE: tl.constexpr):   # the reader's merge piece
     """Stage 2, program (query token, query head): merge the splits with the merge piece."""
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
@@ -206,7 +202,7 @@ def assemble_paged_attention(
                 block_seq.append(s)
                 block_q0.append(first + j)
         if block_q > 1:
-            splits = 1  # see the module docstring: a causal row may see no key of a later split
+            splits = 1  # with several query tokens, a split after a row's position leaves it no key at all
         else:
             splits = num_splits or choose_num_splits(num_tokens, num_kv_heads, block_tables.shape[1] * block_size,
                                                      q.device)
@@ -219,7 +215,7 @@ def assemble_paged_attention(
         tables = (seq_lens, query_start_loc, torch.tensor(block_seq, dtype=torch.int32, device=q.device),
                   torch.tensor(block_q0, dtype=torch.int32, device=q.device))
         cache_strides = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
-        if splits == 1:
+        if splits == 1:   # stage 1 writes the output itself: no merge launch (the interpreter runs them serially)
             assembled_split_kernel[grid](
                 q, k_cache, v_cache, block_tables, *tables, out, out, scale * LOG2E, 1,
                 q.stride(0), q.stride(1), *cache_strides, block_tables.stride(0),

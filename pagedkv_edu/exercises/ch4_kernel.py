@@ -1,28 +1,9 @@
 """Grader for chapter 4's last exercise: the whole paged decode kernel and its split-K merge.
 
-The reader writes two ``@triton.jit`` kernels in one cell, which the notebook saves to
-``my_kernels/paged_decode.py`` (:data:`READER_FILE`, next to the notebooks):
-
-* ``paged_decode_kernel``, grid ``(num_seqs, num_kv_heads, num_splits)``: program
-  (sequence, KV head, split) loads the query heads of its KV head, loops over its split's
-  tiles of ``TILE_N`` positions through the block table, and stores the split's normalised
-  partial output ``part[seq, head, split, :]`` and base-2 log-sum-exp ``lse[seq, head, split]``
-  (-inf for a split that holds no position);
-* ``merge_splits_kernel``, grid ``(num_seqs, num_heads)``: the splits' outputs weighted by
-  their shares ``2**(lse - max)``.
-
-:func:`check_paged_decode_kernel` launches both on shown cases, then seeded hidden ones (block
-sizes 3, 5, 6, 12; lengths 1, B - 1, B, B + 1 and tile multiples; GQA groups 1-4; 1-4 splits;
-float32, float16, bfloat16), against a float64 gather reference. Every output is poisoned with
-NaN first; the cache's unwritten slots are NaN; block-table entries past a sequence name a guard
-block full of NaN; a masked load without ``other=`` reads NaN while grading, as undefined lanes
-may on a GPU; and an unmasked read of a table entry past the sequence fails. A failure names
-the case, the sequence, head and column, and a hint only when a second run confirms its cause.
-On a GPU the same kernels are also timed, and their K/V bandwidth compared with a copy's.
-
-:func:`reader_kernels` is how chapter 5 finds the reader's kernel: the saved file if it passed
-here, else the shipped solution, and it says which; :func:`decode_backend` runs it as the
-decoder's attention and counts the tiles its launches visit.
+The reader's two kernels are saved to :data:`READER_FILE`; :func:`check_paged_decode_kernel`
+grades them against a float64 reference (chapter 4's "How the graders work" lists the cases and
+the poison), :func:`reader_kernels` is how chapter 5 finds them (the saved file if it passed,
+else the shipped solution), and :func:`decode_backend` runs them as the decoder's attention.
 """
 
 from __future__ import annotations
@@ -41,25 +22,14 @@ import torch
 
 from .. import runtime
 from . import report
-from .ch4_triton import NOT_SOLVED, PagedCache, _root_message, past_the_table, table_padding, watched_loads
+from ..attention.triton_decode import LOG2E
+from .ch4_triton import NOT_SOLVED, PagedCache, _dot_floor, _launch, _np2, _Unsolved, past_the_table, table_padding
 from .solutions import ch4_kernel as solution
 
-import triton  # noqa: E402  (runtime chose the interpreter or a GPU first)
-
-LOG2E = 1.4426950408889634
 READER_FILE = Path("my_kernels") / "paged_decode.py"
 """Where chapter 4 saves the reader's kernels, relative to the notebooks (git ignores it)."""
 
 TOLERANCE = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
-
-
-def _np2(n: int, floor: int = 1) -> int:
-    return max(floor, triton.next_power_of_2(max(1, n)))
-
-
-def _dot_floor() -> int:
-    """A compiled tl.dot needs 16 or more in every dimension; the interpreter takes any."""
-    return 16 if runtime.BACKEND == "cuda" else 1
 
 
 # --- launching the reader's two kernels -------------------------------------------------------------
@@ -235,32 +205,18 @@ def _close(got: torch.Tensor, want: torch.Tensor, tol: float) -> torch.Tensor:
     return torch.isclose(got.cpu().double(), want, rtol=tol, atol=tol)
 
 
-class _Unsolved(Exception):
-    """The reader's kernel still raises NotImplementedError."""
-
-
 def _run(kernel: Any, merge: Any, case: KernelCase, built: Built, *, watch: bool = True
          ) -> tuple[str | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """Launch on a case: (error, out, part, lse)."""
+    """Launch on a case: (error, out, part, lse); ``watch=False`` runs the interpreter unpatched."""
     forbidden = table_padding(built.block_tables, built.used) if watch else ()
-    try:
-        if watch:
-            with watched_loads(forbidden) as seen:
-                out, part, lse = launch_paged_decode(kernel, merge, built.q, built.cache.k, built.cache.v,
-                                                     built.block_tables, built.seq_lens, built.scale,
-                                                     num_splits=case.num_splits, tile_n=case.tile_n)
-        else:
-            seen = []
-            out, part, lse = launch_paged_decode(kernel, merge, built.q, built.cache.k, built.cache.v,
-                                                 built.block_tables, built.seq_lens, built.scale,
-                                                 num_splits=case.num_splits, tile_n=case.tile_n)
-    except NotImplementedError as exc:
-        raise _Unsolved from exc
-    except Exception as exc:  # the reader's kernel may raise anything; its message is the diff
-        message = _root_message(exc)
-        if "NotImplementedError" in message:
-            raise _Unsolved from exc
-        return f"the launch raised {message.splitlines()[0][:300]}", None, None, None
+    seen: list[str] = []
+    results: list[torch.Tensor] = []
+    error = _launch(lambda: results.extend(launch_paged_decode(
+        kernel, merge, built.q, built.cache.k, built.cache.v, built.block_tables, built.seq_lens, built.scale,
+        num_splits=case.num_splits, tile_n=case.tile_n)), seen, forbidden, watch=watch)
+    if error is not None:
+        return error, None, None, None
+    out, part, lse = results
     if seen and bool(_close(out, reference(built), TOLERANCE[case.dtype]).all()):
         return past_the_table(seen[0]).replace("the slots are right", "the output is right"), None, None, None
     return None, out, part, lse
@@ -320,7 +276,7 @@ def _one_short(out: torch.Tensor, built: Built, tol: float) -> bool:
 
 
 def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | None = None) -> bool:
-    """Grade the whole decode kernel and its merge (module docstring); on a GPU also report bandwidth.
+    """Grade the whole decode kernel and its merge (chapter 4, "How the graders work"); on a GPU, bandwidth too.
 
     ``mark``: the file the kernels were loaded from; when they pass, a note beside it records the
     file's hash, so that chapter 5 runs exactly the kernels that passed.

@@ -1,22 +1,8 @@
 """Graders for chapter 4's Triton pieces: five ``@triton.jit`` steps towards the whole decode kernel.
 
-Each ``check_*`` launches the reader's piece (in the Triton interpreter on a CPU) inside a
-small harness kernel, on a few named cases and then on hidden, seeded random ones: block
-sizes that are not powers of two (3, 5, 6, 12), context lengths 0, 1 and exact multiples of
-the block size, head_dims that need padding, GQA groups of 3 and 4, caches whose blocks do
-not sit next to each other (K and V interleaved per block, as in FlashInfer's
-``[num_pages, 2, page_size, heads, head_dim]`` cache). Every output is poisoned with NaN
-before the launch, and unwritten cache slots hold NaN, so a row read from the wrong place
-shows up. While a piece runs, a masked load without ``other=`` reads NaN in its masked lanes
-(the interpreter alone would give 0), and an unmasked read of a block-table entry past the
-sequence's last block is a failure (:func:`watched_loads`).
-
-A grader never prints a case in full. On a failure it prints the first failing case only:
-its parameters, the program and tile, the position and cache slot, the dtype and the size
-of the error, and a hint when the wrong value matches a known mistake. A stub that still
-raises ``NotImplementedError`` gets a neutral "not solved yet" line, not a failure.
-
-Each ``check_*`` prints its verdict and returns a bool.
+Each ``check_*`` launches the piece inside a small harness kernel on named, then seeded hidden
+cases, with outputs and unwritten cache slots poisoned with NaN; :func:`watched_loads` makes the
+interpreter's two blind spots visible. Chapter 4's "How the graders work" explains them.
 """
 
 from __future__ import annotations
@@ -44,8 +30,13 @@ class _Unsolved(Exception):
     """The reader's piece still raises NotImplementedError."""
 
 
-def _np2(n: int) -> int:
-    return triton.next_power_of_2(max(1, n))
+def _np2(n: int, floor: int = 1) -> int:
+    return max(floor, triton.next_power_of_2(max(1, n)))
+
+
+def _dot_floor() -> int:
+    """A compiled tl.dot needs 16 or more in every dimension; the interpreter takes any."""
+    return 16 if runtime.BACKEND == "cuda" else 1
 
 
 def _root_message(exc: BaseException) -> str:
@@ -114,14 +105,15 @@ def watched_loads(forbidden: tuple[Forbidden, ...] = ()) -> Iterator[list[str]]:
 
 
 def _launch(run: Callable[[], None], seen: list[str] | None = None,
-            forbidden: tuple[Forbidden, ...] = ()) -> str | None:
+            forbidden: tuple[Forbidden, ...] = (), *, watch: bool = True) -> str | None:
     """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub.
 
-    Masked lanes loaded without ``other=`` read NaN while it runs, and loads of ``forbidden``
-    addresses are appended to ``seen`` (:func:`watched_loads`).
+    With ``watch`` (:func:`watched_loads`), masked lanes loaded without ``other=`` read NaN and
+    loads of ``forbidden`` addresses are appended to ``seen``; without it the interpreter runs
+    unpatched (a hint's second run, to confirm that the poison is the cause).
     """
     try:
-        with watched_loads(forbidden) as reads:
+        with watched_loads(forbidden) if watch else contextlib.nullcontext([]) as reads:
             run()
         if seen is not None:
             seen.extend(reads)
@@ -366,8 +358,13 @@ def check_store_kv(kernel: object) -> bool:
 # --- pieces 2 and 3: a tile's slots and its rows ------------------------------------------------
 
 @triton.jit
-def _tile_slots_harness(table_ptr, seq_lens_ptr, out_ptr, stride_tb, stride_os,
-                        BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, FN: tl.constexpr):
+def _tile_slots_harness(table_ptr,      # int32 [num_seqs, max_blocks], padded past each sequence
+                        seq_lens_ptr,   # int32 [num_seqs]
+                        out_ptr,        # float64 [num_seqs, n_tiles * TILE_N], NaN where not stored
+                        stride_tb,      # table's row stride
+                        stride_os,      # out's row stride
+                        BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
+                        FN: tl.constexpr):   # the reader's tile_slots
     """Program (sequence, tile): the reader's slots of the tile's positions, stored where unmasked."""
     seq = tl.program_id(0)
     tile = tl.program_id(1)
@@ -379,10 +376,15 @@ def _tile_slots_harness(table_ptr, seq_lens_ptr, out_ptr, stride_tb, stride_os,
 
 
 @triton.jit
-def _load_tile_harness(cache_ptr, table_ptr, seq_lens_ptr, out_ptr,
-                       stride_tb, stride_cb, stride_ct, stride_ch, stride_os, stride_on, stride_oh,
+def _load_tile_harness(cache_ptr,      # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+                       table_ptr,      # int32 [num_seqs, max_blocks]
+                       seq_lens_ptr,   # int32 [num_seqs]
+                       out_ptr,        # [num_seqs, n_tiles * TILE_N, num_kv_heads, HEAD_DIM_PAD]
+                       stride_tb,                            # table's row stride
+                       stride_cb, stride_ct, stride_ch,      # the cache's strides: block, slot, head
+                       stride_os, stride_on, stride_oh,      # out's strides: sequence, position, head
                        HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                       TILE_N: tl.constexpr, FN: tl.constexpr):
+                       TILE_N: tl.constexpr, FN: tl.constexpr):   # FN: the reader's load_tile
     """Program (sequence, KV head, tile): the reader's whole padded tile, masked rows included."""
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -625,8 +627,16 @@ def check_load_tile(fn: object) -> bool:
 # --- piece 4: one online-softmax tile update -----------------------------------------------------
 
 @triton.jit
-def _update_harness(m_ptr, l_ptr, acc_ptr, qk_ptr, v_ptr, m_out, l_out, acc_out,
-                    G: tl.constexpr, T: tl.constexpr, D: tl.constexpr, FN: tl.constexpr):
+def _update_harness(m_ptr,     # float32 [G], the running max before the tile
+                    l_ptr,     # float32 [G], the running sum
+                    acc_ptr,   # float32 [G, D], the accumulator, contiguous
+                    qk_ptr,    # float32 [G, T], the tile's base-2 scores, contiguous
+                    v_ptr,     # float32 [T, D], the tile's values, contiguous
+                    m_out,     # float32 [G], the state after the tile
+                    l_out,     # float32 [G]
+                    acc_out,   # float32 [G, D], contiguous
+                    G: tl.constexpr, T: tl.constexpr, D: tl.constexpr,
+                    FN: tl.constexpr):   # the reader's softmax_tile_update
     """One program: load the state and a tile, apply the reader's update, store the new state."""
     offs_g = tl.arange(0, G)
     offs_t = tl.arange(0, T)
@@ -747,9 +757,15 @@ def check_softmax_tile_update(fn: object) -> bool:
 # --- piece 5: the split-K merge ------------------------------------------------------------------
 
 @triton.jit
-def _merge_harness(part_ptr, lse_ptr, num_splits_ptr, out_ptr, stride_pr, stride_ps, stride_lr, stride_or,
+def _merge_harness(part_ptr,         # float32 [rows + 1, SPLITS_PAD, head_dim + 3], NaN past each row's splits
+                   lse_ptr,          # float32 [rows + 1, SPLITS_PAD]
+                   num_splits_ptr,   # int32 [rows]
+                   out_ptr,          # float32 [rows, HEAD_DIM_PAD]
+                   stride_pr, stride_ps,   # part's strides: row, split
+                   stride_lr,              # lse's row stride
+                   stride_or,              # out's row stride
                    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, SPLITS_PAD: tl.constexpr,
-                   FN: tl.constexpr):
+                   FN: tl.constexpr):   # the reader's merge_splits
     """Program r: merge row r's splits with the reader's piece."""
     r = tl.program_id(0)
     offs_d = tl.arange(0, HEAD_DIM_PAD)

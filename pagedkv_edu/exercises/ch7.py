@@ -1,13 +1,7 @@
-"""Graders for chapter 7's "Your turn": copy-on-write and beam search's fork and free (chapter 8's prefix lookup is graded in :mod:`.ch8`).
+"""Graders for chapter 7 (sharing blocks): copy-on-write, and beam search's fork and free.
 
-Each ``check_*`` replays cases chosen to catch the usual bugs, prints pass or fail with a
-diff, and returns a bool. For copy-on-write they are: copying a block nobody else holds,
-copying a *full* shared block (it is never written again, so a new block is enough),
-forgetting to drop the reference to the shared block, and writing the new token into the
-shared block anyway. For the prefix lookup: hitting the whole prompt (nothing left to
-compute), matching a block by its own tokens instead of its whole prefix, and jumping over
-a missing block. Hidden random cases (:mod:`.grading`) replay forks and prefix lookups at
-block sizes other than the chapter's 4, most of them not powers of two.
+Copy-on-write's cases catch copying a block nobody else holds, copying a *full* shared block
+(a new block is enough), a reference to the shared block kept, and a write into it anyway.
 """
 
 from __future__ import annotations

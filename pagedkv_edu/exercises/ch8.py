@@ -1,24 +1,18 @@
-"""Graders for chapter 8's "Your turn": the hash chain, the checked lookup and the free-queue order.
+"""Graders for chapter 8 (prefix caching): the hash chain, the checked lookup and the free-queue order.
 
-Each ``check_*`` runs the chapter's cases, then seeded hidden ones (:mod:`.grading`), prints
-pass or fail with the first difference, and returns a bool. The hash chain: a hash per block
-without its parent, a hash for a partly filled block, a lost last block. The lookup: no cap at
-the last token, a block used although it holds other tokens (a forced collision with a weak
-hash, or a block handed out again since its table entry was written), or the same tokens after
-another prefix, and a block used after a missing one; its hidden cases are lookups taken from
-random traces with evictions. The free queue: the older order (both appended), uncached blocks
-prepended one at a time (reversed), a shared block freed too early, a hit left in the queue.
+Each runs the chapter's cases, then seeded hidden ones (:mod:`.grading`); the lookup's hidden
+cases are taken from random traces with evictions.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import Raised, Reader, as_int_list, grade, short
+from .grading import Reader, as_int_list, grade, short
 from .solutions import ch8 as reference
 
 Key = tuple[Hashable, tuple[int, ...]]

@@ -1,9 +1,7 @@
 """Grader for chapter 9 (block size): last-block waste at a given block size.
 
-Catches ``n % B`` (the *filled* slots of the last block, not the empty ones), ``B - n % B``
-(which wastes a whole block when the last block is exactly full), rounding down, and the
-bit trick ``-n & (B - 1)``, right only when B is a power of two. Hidden random cases
-(:mod:`.grading`) use block sizes 3, 5, 6, 12 and others, and lengths 0, 1 and exact multiples.
+Catches ``n % B`` (filled, not empty, slots), ``B - n % B`` (a whole block at an exact fit),
+rounding down, and ``-n & (B - 1)``, right only for powers of two.
 """
 
 from __future__ import annotations

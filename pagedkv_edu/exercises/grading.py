@@ -1,15 +1,8 @@
 """What every grader shares: shown and hidden cases, the unsolved stub, values judged not spellings.
 
-A grader runs the reader's function on the cases the chapter talks about (the *shown* cases)
-and then on seeded random *hidden* cases, so that neither a table of the shown answers nor a
-trick that only works at the chapter's block size can pass. Only the first failing case is
-printed, in full; the others are counted, and a hidden case's inputs appear only when it is
-the first to fail. A stub (it raises ``NotImplementedError``, returns None, or, for a grader of
-a single number, returns the same thing whatever it is given) gets a neutral "not solved yet"
-and no case list, so a notebook committed with its stub shows no answers.
-
-Answers are judged by value: ``np.int64(7)``, ``7.0`` and ``torch.tensor(7)`` are all 7, and
-``np.True_`` is True. Where a type really matters, as a tensor's dtype does, the grader says so.
+Hidden seeded cases keep a table of the shown answers, or a trick right only at the chapter's
+block size, from passing; only the first failure is printed. A stub gets a neutral "not solved
+yet" and no case list, so a notebook committed with its stub shows no answers.
 """
 
 from __future__ import annotations

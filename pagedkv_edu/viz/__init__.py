@@ -1,10 +1,7 @@
 """Views of the block pool: a pure SVG renderer, the explorer's state model and its widget.
 
-Nothing below ``viz`` imports it: the views sit on top of the memory layer. So a pool or a
-manager does not draw itself; :func:`register_formatters` (called by ``pagedkv_edu.setup()``)
-tells IPython to show a :class:`~pagedkv_edu.block_pool.BlockPool` or a
-:class:`~pagedkv_edu.block_manager.BlockManager` as its :class:`Picture`. The widget module
-(``viz.explorer``) needs ipywidgets and is imported only when asked for.
+Nothing below ``viz`` imports it, so a pool does not draw itself: :func:`register_formatters`
+(called by ``pagedkv_edu.setup()``) tells IPython how. ``viz.explorer`` needs ipywidgets.
 """
 
 from __future__ import annotations

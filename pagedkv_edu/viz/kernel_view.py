@@ -1,13 +1,8 @@
 """Which cache rows a kernel's programs and tiles touch, drawn as SVG (chapter 4's pictures).
 
-A Triton kernel is easy to get wrong in a way no error message explains: a program reads
-the right number of rows, but the wrong ones. These pictures show the intended access
-pattern of each chapter-4 piece. Top: every sequence's token positions, cut into the tiles
-a program loops over (a colour per program, the tile number in each cell, positions past
-the sequence hatched: they are masked and read nothing). Bottom: the physical cache, one
-row of slots per block, each slot painted with the program and tile that reads (or, for
-the store, writes) it. The functions are pure: the same arguments give the same text, so
-notebooks embed the output and tests compare it.
+Top: each sequence's positions cut into the tiles a program loops over (masked positions
+hatched); bottom: the physical cache, each slot painted with the program and tile that reads
+(or writes) it. Pure functions: the same arguments give the same text.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Matplotlib figures of the chapters: pure functions from results to axes.
 
-Each function draws on an ``ax`` it is given (or a new figure's) and returns the axes, so a
-notebook cell is one call plus ``plt.show()``. Colours are fixed here so that "used",
-"over-reserved", "internal" and "external" mean the same colour in every chapter.
+Colours are fixed here so that "used", "over-reserved", "internal" and "external" mean the same
+colour in every chapter.
 """
 
 from __future__ import annotations

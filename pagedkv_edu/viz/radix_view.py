@@ -1,9 +1,6 @@
 """Draw a radix cache as SVG (chapter 8): a pure function of a :class:`RadixView`, taken from the tree.
 
-Each node is a box labelled with its edge's tokens (shortened) and their count; depth runs
-left to right, one row per leaf. Nodes a running request holds (locked) are filled, the others,
-which eviction may take, are grey. Several views side by side show the tree as it grows. As in
-:mod:`.render`, the output is deterministic: no ids, no ``<defs>``, no timestamps.
+Locked nodes are filled, evictable ones grey; the output is deterministic (no ids, no ``<defs>``).
 """
 
 from __future__ import annotations

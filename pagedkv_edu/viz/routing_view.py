@@ -1,10 +1,7 @@
 """A picture of a routed fleet: each replica's blocks, cached prefixes and queue (chapter 11).
 
-Three pieces, as for the block explorer: :class:`RoutingState` is the state model (a workload,
-a policy, a number of replicas, how many requests have arrived); :func:`frame_of` reads a
-:class:`RoutingFrame` from it; :func:`routing_svg` draws a frame, a pure function, so tests compare
-its text and the book shows it as a static picture (:class:`RoutingPicture`). The widget
-(:mod:`.routing_widget`) only turns its controls into calls on the state.
+:class:`RoutingState` is the state model, :func:`frame_of` reads a :class:`RoutingFrame` from it,
+and :func:`routing_svg` draws it, a pure function; :mod:`.routing_widget` only drives the state.
 """
 
 from __future__ import annotations

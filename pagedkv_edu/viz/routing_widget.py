@@ -1,8 +1,6 @@
 """The routing widget: pick a policy, a number of replicas and a moment; see each replica's cache and queue.
 
-Thin on purpose: each control calls :class:`~.routing_view.RoutingState`, and the frame is redrawn
-whole by the pure renderer. Where no kernel runs, ``_repr_mimebundle_`` carries the current frame
-as static SVG.
+Where no kernel runs, ``_repr_mimebundle_`` carries the current frame as static SVG.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Reference solutions to chapter 4's first steps: the online-softmax update in PyTorch, and the warm-up
-Triton puzzles. Read them after trying."""
+"""Reference solutions to chapter 4's first steps: the online-softmax update and the Triton warm-ups."""
 
 from __future__ import annotations
 
@@ -31,14 +30,21 @@ import triton.language as tl  # noqa: E402
 
 
 @triton.jit
-def pad_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def pad_copy(x_ptr,     # [n]
+             out_ptr,   # [programs * BLOCK]
+             n,         # elements of x
+             BLOCK: tl.constexpr):
     """Puzzle 1: program pid copies x[pid*BLOCK : pid*BLOCK + BLOCK] to out, with 0 past n."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0))
 
 
 @triton.jit
-def gather_rows(src_ptr, idx_ptr, out_ptr, n, D: tl.constexpr, BLOCK_N: tl.constexpr):
+def gather_rows(src_ptr,   # [num_rows, D], contiguous
+                idx_ptr,   # int [n], rows of src to take
+                out_ptr,   # [n, D], contiguous
+                n,         # rows to gather
+                D: tl.constexpr, BLOCK_N: tl.constexpr):
     """Puzzle 2: out[i, :] = src[idx[i], :] for the BLOCK_N rows i of this program that are < n."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = rows < n
@@ -49,7 +55,12 @@ def gather_rows(src_ptr, idx_ptr, out_ptr, n, D: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
-def row_stats(x_ptr, lengths_ptr, max_ptr, sum_ptr, stride_row, BLOCK: tl.constexpr):
+def row_stats(x_ptr,         # [rows, >= max(lengths)]
+              lengths_ptr,   # int [rows], valid values per row
+              max_ptr,       # float [rows]
+              sum_ptr,       # float [rows], sum of exp(x - max)
+              stride_row,    # x's row stride
+              BLOCK: tl.constexpr):
     """Puzzle 3: row r's max over its first lengths[r] values and the sum of exp(x - max)."""
     r = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
@@ -60,7 +71,12 @@ def row_stats(x_ptr, lengths_ptr, max_ptr, sum_ptr, stride_row, BLOCK: tl.conste
 
 
 @triton.jit
-def scores(q_ptr, k_ptr, out_ptr, n, scale, G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr):
+def scores(q_ptr,     # [G, D], contiguous
+           k_ptr,     # [n, D], contiguous
+           out_ptr,   # [G, BLOCK_N], contiguous
+           n,         # keys (<= BLOCK_N)
+           scale,     # softmax scale
+           G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr):
     """Puzzle 4: out[g, j] = scale * q[g]·k[j] for keys j < n and -inf for the padding keys, with tl.dot."""
     offs_g = tl.arange(0, G)
     offs_n = tl.arange(0, BLOCK_N)

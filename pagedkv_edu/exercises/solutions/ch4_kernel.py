@@ -1,8 +1,4 @@
-"""Reference solution to chapter 4's last exercise: the whole paged decode kernel and its split-K merge.
-
-Read it after trying. The grader, :func:`pagedkv_edu.exercises.ch4_kernel.check_paged_decode_kernel`,
-launches it on a paged cache with any strides; chapter 5 runs it (or the reader's) inside SmolLM2.
-"""
+"""Reference solution to chapter 4's last exercise: the whole paged decode kernel and its split-K merge."""
 
 from __future__ import annotations
 
@@ -13,10 +9,20 @@ import triton.language as tl  # noqa: E402
 
 
 @triton.jit
-def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, part_ptr, lse_ptr,
-                        qk_scale, num_splits,
-                        stride_qs, stride_qh, stride_cb, stride_ct, stride_ch, stride_tb,
-                        stride_ps, stride_ph, stride_pk, stride_ls, stride_lh,
+def paged_decode_kernel(q_ptr,              # [num_seqs, num_heads, head_dim], one query token per sequence
+                        k_cache_ptr,        # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+                        v_cache_ptr,        # same shape and strides as k_cache
+                        block_tables_ptr,   # int32 [num_seqs, max_blocks]
+                        seq_lens_ptr,       # int32 [num_seqs], tokens in the cache, the new one included
+                        part_ptr,           # float32 [num_seqs, num_heads, num_splits, head_dim]
+                        lse_ptr,            # float32 [num_seqs, num_heads, num_splits], base-2 log-sum-exp
+                        qk_scale,           # softmax scale * log2(e)
+                        num_splits,         # splits of each sequence's positions
+                        stride_qs, stride_qh,                 # q's strides: sequence, head
+                        stride_cb, stride_ct, stride_ch,      # the caches' strides: block, slot in block, KV head
+                        stride_tb,                            # block_tables' row stride
+                        stride_ps, stride_ph, stride_pk,      # part's strides: sequence, head, split
+                        stride_ls, stride_lh,                 # lse's strides: sequence, head
                         GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                         HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr):
     """Program (sequence, KV head, split): the split's normalised partial output and base-2 log-sum-exp."""
@@ -65,8 +71,13 @@ def paged_decode_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_l
 
 
 @triton.jit
-def merge_splits_kernel(part_ptr, lse_ptr, out_ptr, num_splits,
-                        stride_ps, stride_ph, stride_pk, stride_ls, stride_lh, stride_os, stride_oh,
+def merge_splits_kernel(part_ptr,     # float32 [num_seqs, num_heads, num_splits, head_dim]
+                        lse_ptr,      # float32 [num_seqs, num_heads, num_splits]
+                        out_ptr,      # [num_seqs, num_heads, head_dim]
+                        num_splits,   # splits stage 1 wrote
+                        stride_ps, stride_ph, stride_pk,   # part's strides: sequence, head, split
+                        stride_ls, stride_lh,              # lse's strides: sequence, head
+                        stride_os, stride_oh,              # out's strides: sequence, head
                         HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, SPLITS_PAD: tl.constexpr):
     """Program (sequence, query head): the splits' partial outputs weighted by their shares 2**lse."""
     seq = tl.program_id(0)

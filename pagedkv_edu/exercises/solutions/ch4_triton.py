@@ -1,16 +1,8 @@
-"""Reference solutions to chapter 4's Triton exercises: five pieces of a paged decode kernel.
+"""Reference solutions to chapter 4's five Triton pieces of a paged decode kernel (read them after trying).
 
-Read them after trying. Each piece is a ``@triton.jit`` function; the graders in
-:mod:`pagedkv_edu.exercises.ch4_triton` launch it in the Triton interpreter, and
-:mod:`pagedkv_edu.exercises.ch4_assembly` plugs it (or the reader's version) into a working
-paged-attention kernel. The conventions every piece shares:
-
-* the cache is NHD, ``[num_blocks, block_size, num_kv_heads, head_dim]``, with any strides
-  except the last (head_dim is contiguous);
-* a *slot* is ``block * block_size + offset``; the slot mapping is
-  ``slot = table[pos // B] * B + pos % B`` and -1 marks a token that must not be written;
-* scores are base-2 logits (the kernel folds ``log2(e)`` into the scale), so every
-  exponential is an ``exp2``.
+Shared conventions: the cache is NHD ``[num_blocks, block_size, num_kv_heads, head_dim]`` with a
+contiguous head_dim; ``slot = table[pos // B] * B + pos % B`` and -1 marks a token not to write;
+scores are base-2 logits (``log2(e)`` is folded into the scale), so every exponential is ``exp2``.
 """
 
 from __future__ import annotations
@@ -22,9 +14,13 @@ import triton.language as tl  # noqa: E402
 
 
 @triton.jit
-def store_kv_kernel(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
-                    stride_kt, stride_kh, stride_vt, stride_vh,
-                    stride_cb, stride_ct, stride_ch,
+def store_kv_kernel(k_ptr,             # [num_tokens, num_kv_heads, head_dim], the new tokens' keys
+                    v_ptr,             # [num_tokens, num_kv_heads, head_dim]
+                    k_cache_ptr,       # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+                    v_cache_ptr,       # same shape and strides as k_cache
+                    slot_mapping_ptr,  # int [num_tokens], block * block_size + offset, or -1: do not write
+                    stride_kt, stride_kh, stride_vt, stride_vh,   # k's and v's strides: token, head
+                    stride_cb, stride_ct, stride_ch,              # the caches' strides: block, slot, head
                     NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
                     HEADS_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     """Piece 1, one program per new token: copy its K and V rows to cache slot ``slot_mapping[token]``.
@@ -47,7 +43,10 @@ def store_kv_kernel(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
         tl.store(v_cache_ptr + dst, v, mask=mask)
 
 @triton.jit
-def tile_slots(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+def tile_slots(table_row_ptr,   # int32 [max_blocks], this sequence's block-table row
+               offs_n,          # [TILE_N] token positions
+               mask_n,          # [TILE_N] bool, positions inside the sequence
+               BLOCK_SIZE: tl.constexpr):
     """Piece 2: the cache slot of every position of a tile, through one sequence's block table.
 
     ``offs_n`` are token positions, ``mask_n`` says which belong to the sequence. A masked
@@ -59,8 +58,14 @@ def tile_slots(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d,
-              stride_block, stride_token, stride_head, BLOCK_SIZE: tl.constexpr):
+def load_tile(cache_ptr,      # [num_blocks, block_size, num_kv_heads, head_dim], any strides but head_dim's
+              slots,          # int64 [TILE_N], from tile_slots
+              mask_n,         # [TILE_N] bool, rows inside the sequence
+              kv_head,        # which KV head's rows
+              offs_d,         # [HEAD_DIM_PAD] column indices
+              mask_d,         # [HEAD_DIM_PAD] bool, columns < head_dim
+              stride_block, stride_token, stride_head,   # the cache's strides: block, slot in block, head
+              BLOCK_SIZE: tl.constexpr):
     """Piece 3: the ``[TILE_N, HEAD_DIM_PAD]`` tile of one KV head's rows at ``slots``.
 
     A slot is a (block, offset) pair, and each has its own stride: blocks need not sit
@@ -73,7 +78,11 @@ def load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d,
 
 
 @triton.jit
-def softmax_tile_update(m_i, l_i, acc, qk, v):
+def softmax_tile_update(m_i,   # float32 [G], running max
+                        l_i,   # float32 [G], running sum of exp2(score - m_i)
+                        acc,   # float32 [G, D], running sum of exp2(score - m_i) * v
+                        qk,    # float32 [G, T], this tile's base-2 scores (-inf where padded)
+                        v):    # float32 [T, D], this tile's values
     """Piece 4: fold a tile of base-2 scores ``qk`` [G, T] and values ``v`` [T, D] into the state.
 
     ``m_i`` [G] is the running max, ``l_i`` [G] the running sum of exp2(score - m_i) and
@@ -90,7 +99,13 @@ def softmax_tile_update(m_i, l_i, acc, qk, v):
 
 
 @triton.jit
-def merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d, SPLITS_PAD: tl.constexpr):
+def merge_splits(part_ptr,       # float32 [num_splits, head_dim] at stride stride_split, one (token, head)'s parts
+                 lse_ptr,        # float32 [num_splits], contiguous, base-2 log-sum-exp (-inf: empty split)
+                 num_splits,     # splits that exist (<= SPLITS_PAD)
+                 stride_split,   # part's split stride
+                 offs_d,         # [HEAD_DIM_PAD] column indices
+                 mask_d,         # [HEAD_DIM_PAD] bool, columns < head_dim
+                 SPLITS_PAD: tl.constexpr):
     """Piece 5, the split-K merge for one (token, query head): the ``[HEAD_DIM_PAD]`` output.
 
     Split ``s`` wrote its normalised partial output at ``part_ptr + s * stride_split`` and the

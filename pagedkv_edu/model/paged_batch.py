@@ -1,14 +1,9 @@
-"""A batch of sequences written into a paged cache, with its contiguous twin kept as the oracle.
+"""A batch of sequences written into a paged cache, with its contiguous K/V kept as the oracle.
 
-Chapter 3's experiment, and every test and benchmark after it, starts the same way: make each
-sequence's K and V as ordinary contiguous tensors, hand out physical blocks from a block pool
-whose free list is shuffled (so a sequence's blocks are scattered, as after hours of serving),
-and write every token into its slot through the slot mapping. Slots nobody wrote are filled
-with NaN, so a kernel that reads one, for instance past the end of a partly filled last
-block, returns NaN instead of a plausible number.
-
-It lives with the benchmarks, not in ``attention/``: it uses the allocator to scatter the
-blocks, and the kernels below it know only tensors.
+Chapter 3's experiment, and the kernels' tests and benchmarks, start here: blocks come from a pool
+whose free list is shuffled (scattered, as after hours of serving), and every slot nobody wrote
+is NaN, so a kernel that reads one returns NaN, not a plausible number. It uses both the allocator
+and the kernels' store, so it sits above both, beside the model that reads such a cache.
 """
 
 from __future__ import annotations
