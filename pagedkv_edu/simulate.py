@@ -30,16 +30,17 @@ result then also counts prefix hits and the prefill tokens really computed.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
+from .engine.engine import LLMEngine
 from .engine.request import Request as SeqRecord
 from .engine.sampling import SamplingParams
-from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep
 from .swap import Hardware, SwapSpace
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
@@ -277,7 +278,7 @@ def simulate(
     manager: BlockManager | None = None
     arena: ContiguousArena | None = None
     memory: PagedMemory | ContiguousMemory
-    reservations: dict[int, int] = {}
+    reservations: dict[int, int] = {}    # by the engine's request id: the index in reqs
     if policy == "paged":
         manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
                                enable_prefix_caching=enable_prefix_caching)
@@ -289,61 +290,63 @@ def simulate(
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
         arena = make_arena(kv_budget_tokens, allocator)
-        reservations = {r.request_id: reservation_size(r.prompt_len, r.output_len, max_seq_len, reserve) for r in reqs}
+        reservations = {i: reservation_size(r.prompt_len, r.output_len, max_seq_len, reserve) for i, r in enumerate(reqs)}
         memory = ContiguousMemory(arena, lambda seq_id, _num_tokens: reservations[seq_id])
         capacity = kv_budget_tokens
-        too_big = [i for i, size in reservations.items() if size > arena.max_allocation]
+        too_big = [reqs[i].request_id for i, size in reservations.items() if size > arena.max_allocation]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in a budget of {kv_budget_tokens} tokens")
 
     result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity,
                        prefix_caching=enable_prefix_caching, allocator=allocator if arena else None,
                        preemption_mode=preemption_mode)
-    records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
-    result.requests = list(records.values())
-    scheduler = Scheduler(memory, max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode)
-    runner = StandInRunner(vocab_size)
-    pending = deque(SeqRecord(r.request_id, prompt_token_ids(r, vocab_size, prompt_seed)
-                              if enable_prefix_caching else None, SamplingParams(max_tokens=r.output_len),
-                              arrival_time=r.arrival_step, num_prompt_tokens=r.prompt_len)
-                    for r in reqs)
+    records = [RequestRecord(r.request_id, r.arrival_step) for r in reqs]   # the engine numbers them 0, 1, ...
+    result.requests = records
     snapshots = set(snapshot_steps)
+    clock = [0]
 
+    def measure(_step: ScheduledStep | None = None) -> None:
+        """Where the slots are while the step runs: before its finished requests give memory back."""
+        running = list(engine.scheduler.running)
+        waiting = engine.scheduler.waiting
+        step = clock[0]
+        result.steps.append(_record(step, running, len(waiting), waiting[0] if waiting else None, memory, arena,
+                                    reservations))
+        if arena is not None and step in snapshots:
+            by_id = {s.seq_id: s for s in running}
+            result.arena_snapshots[step] = [
+                ArenaSlice(reqs[e.owner].request_id, e.start, e.size, by_id[e.owner].num_computed_tokens,
+                           _kv_len(by_id[e.owner])) for e in arena.extents]
+
+    engine = LLMEngine.over(memory, StandInRunner(vocab_size, measure), max_seq_len=max_seq_len, policy=policy,
+                            max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode,
+                            keep_history=False)
+    pending = deque(enumerate(reqs))
     for step in range(max_steps):
-        while pending and pending[0].arrival_time <= step:
-            seq = pending.popleft()
-            if seq.params.max_tokens == 0:   # done before it needs memory, as in the engine
-                records[seq.seq_id].admit_step = records[seq.seq_id].finish_step = step
-                continue
-            scheduler.add(seq)
-        decided = scheduler.schedule()
+        clock[0] = step
+        while pending and pending[0][1].arrival_step <= step:
+            _, r = pending.popleft()
+            ids = prompt_token_ids(r, vocab_size, prompt_seed) if enable_prefix_caching else [0] * r.prompt_len
+            engine.add_request(ids, SamplingParams(max_tokens=r.output_len, ignore_eos=True), arrival_time=step)
+        finished = engine.step()
+        decided = engine.last_step
+        if decided.failed:   # cannot happen: every request was checked to fit the budget alone
+            raise RuntimeError(f"requests {[reqs[s.seq_id].request_id for s in decided.failed]} failed to fit")
+        if decided.is_empty:   # the runner did not run: nothing held memory that the step gave back
+            measure()
         for seq in decided.admitted:
             if records[seq.seq_id].admit_step is None:
                 records[seq.seq_id].admit_step = step
         for seq in decided.preempted:
             records[seq.seq_id].preemptions += 1
-        if decided.failed:   # cannot happen: every request was checked to fit the budget alone
-            raise RuntimeError(f"requests {[s.seq_id for s in decided.failed]} failed to fit the memory")
-        for seq, token in zip(*runner.execute(decided)):
-            seq.output_token_ids.append(token)
-        result.preemptions = scheduler.num_preemptions
-
-        running = list(scheduler.running)
-        head = scheduler.waiting[0] if scheduler.waiting else None
-        result.steps.append(_record(step, running, len(scheduler.waiting), head, memory, arena, reservations))
-        if arena is not None and step in snapshots:
-            by_id = {s.seq_id: s for s in running}
-            result.arena_snapshots[step] = [
-                ArenaSlice(e.owner, e.start, e.size, by_id[e.owner].num_computed_tokens, _kv_len(by_id[e.owner]))
-                for e in arena.extents
-            ]
-
-        for seq in [s for s in running if len(s.output_token_ids) == s.params.max_tokens]:   # sampled its last
-            scheduler.finish(seq)
-            records[seq.seq_id].finish_step = step
-
-        if not (pending or scheduler.has_unfinished):
-            counts = scheduler.counts
+        for out in finished:
+            record = records[out.request_id]
+            record.finish_step = step
+            if record.admit_step is None:   # asked for no tokens: done on arrival
+                record.admit_step = step
+        if not (pending or engine.has_unfinished):
+            counts = engine.scheduler.counts
+            result.preemptions = engine.scheduler.num_preemptions
             result.prompt_tokens, result.hit_tokens = counts.prompt_tokens, counts.prefix_hit_tokens
             result.resumed_hit_tokens, result.prefill_tokens = counts.resumed_hit_tokens, counts.prefill_tokens
             if manager is not None and manager.prefix_cache is not None:
@@ -355,20 +358,23 @@ def simulate(
 
 
 class StandInRunner:
-    """The model runner of a simulation: no model, one stand-in token per sampling sequence.
+    """The model runner of a simulation: no model; each row's next token is ``vocab_size + seq_id``.
 
-    The engine's runner turns a scheduled step into a forward pass and logits; memory does not
-    depend on what the tokens are, so this one returns, for every sequence whose step reached
-    its last token, the id ``vocab_size + seq_id``: outside the vocabulary, so a generated
-    token is never shared with another request through the prefix cache.
+    Memory does not depend on what the tokens are; ids outside the vocabulary keep a generated
+    token from ever being shared with another request through the prefix cache. ``measure(step)``
+    runs where the forward pass would, while every scheduled sequence still holds its memory.
     """
 
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(self, vocab_size: int, measure: Callable[[ScheduledStep], None]) -> None:
         self.vocab_size = vocab_size
+        self.measure = measure
 
-    def execute(self, step: ScheduledStep) -> tuple[list[SeqRecord], list[int]]:
-        sampling = [s.seq for s in step.scheduled if s.samples]
-        return sampling, [self.vocab_size + seq.seq_id for seq in sampling]
+    def execute(self, step: ScheduledStep, input_ids: Sequence[int]) -> list[int]:
+        self.measure(step)
+        return [self.vocab_size + s.seq.seq_id for s in step.scheduled]
+
+    def release(self, seq_id: Hashable) -> None:
+        pass
 
 
 def _kv_len(seq: SeqRecord) -> int:
