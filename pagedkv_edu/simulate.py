@@ -30,7 +30,7 @@ result then also counts prefix hits and the prefill tokens really computed.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from .block_manager import BlockManager
@@ -38,6 +38,7 @@ from .block_table import blocks_needed
 from .checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
 from .engine.engine import LLMEngine
+from .engine.runner import StandInRunner
 from .engine.request import Request as SeqRecord
 from .engine.sampling import SamplingParams
 from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep
@@ -355,26 +356,6 @@ def simulate(
                 result.swapped_blocks = memory.swap.blocks_out
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
-
-
-class StandInRunner:
-    """The model runner of a simulation: no model; each row's next token is ``vocab_size + seq_id``.
-
-    Memory does not depend on what the tokens are; ids outside the vocabulary keep a generated
-    token from ever being shared with another request through the prefix cache. ``measure(step)``
-    runs where the forward pass would, while every scheduled sequence still holds its memory.
-    """
-
-    def __init__(self, vocab_size: int, measure: Callable[[ScheduledStep], None]) -> None:
-        self.vocab_size = vocab_size
-        self.measure = measure
-
-    def execute(self, step: ScheduledStep, input_ids: Sequence[int]) -> list[int]:
-        self.measure(step)
-        return [self.vocab_size + s.seq.seq_id for s in step.scheduled]
-
-    def release(self, seq_id: Hashable) -> None:
-        pass
 
 
 def _kv_len(seq: SeqRecord) -> int:
