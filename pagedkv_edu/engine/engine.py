@@ -413,17 +413,18 @@ class LLMEngine:
             request.last_logprobs = logprobs
         self._generated += 1
 
-    def fork_sequence(self, parent: Request, index: int | None = None) -> Request:
+    def fork_sequence(self, parent: Request, index: int | None = None, seq_id: str | None = None) -> Request:
         """A new running sequence continuing ``parent``'s tokens, sharing all its blocks (copy on write later).
 
-        ``index`` names it among its request's samples (default: the next free one). It is
-        the newest sequence, so it is the first to be preempted.
+        ``index`` numbers it among its request's samples (default: the next free one), and
+        names it ``r{request}.{index}`` unless ``seq_id`` is given. It is the newest sequence,
+        so it is the first to be preempted.
         """
         if parent.status is not Status.RUNNING:
             raise ValueError(f"sequence {parent.seq_id!r} is {parent.status.value}; only a running one can be forked")
         samples = self._samples.setdefault(parent.request_id, [parent])
         index = len(samples) if index is None else index
-        seq_id = f"r{parent.request_id}.{index}"
+        seq_id = f"r{parent.request_id}.{index}" if seq_id is None else seq_id
         if any(s.seq_id == seq_id for s in samples):
             raise ValueError(f"sequence {seq_id!r} exists already")
         child = parent.fork(seq_id, index, make_generator(parent.params, parent.request_id, self.seed, index))

@@ -29,7 +29,7 @@ class Runner(Protocol):
 
 
 class StandInRunner:
-    """A runner with no model: each row's next token is ``vocab_size + seq_id``.
+    """A runner with no model: each row's next token is ``vocab_size + request_id``.
 
     Memory does not depend on what the tokens are; ids outside the vocabulary keep a generated
     token from ever being shared with another request through the prefix cache. ``measure(step)``
@@ -43,7 +43,7 @@ class StandInRunner:
     def execute(self, step: ScheduledStep, input_ids: Sequence[int]) -> list[int]:
         if self.measure is not None:
             self.measure(step)
-        return [self.vocab_size + s.seq.seq_id for s in step.scheduled]
+        return [self.vocab_size + s.seq.request_id for s in step.scheduled]
 
     def release(self, seq_id: Hashable) -> None:
         pass
