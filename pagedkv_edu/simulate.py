@@ -1,30 +1,10 @@
-"""A memory-only simulation of serving a workload: contiguous reservations against paging.
+"""Serving a workload with no model: where every slot of a KV budget goes, contiguous against paged (chapters 1, 2).
 
-No model runs here: each request is a prompt length and an output length, and each step of
-the simulation is one iteration of a continuous-batching engine (Orca-style iteration-level
-scheduling, as in chapter 6). What the simulation measures is where every KV slot of a fixed
-budget goes, step by step:
-
-* ``used``: slots holding a token's K/V;
-* ``over_reserved``: reserved for tokens the request will produce, but has not yet (contiguous);
-* ``internal``: allocated and never going to hold a token (the reservation's tail beyond the
-  final length for contiguous; the empty slots of each sequence's last block for paged);
-* ``external``: free slots in holes too small for the next waiting request (contiguous);
-* ``free``: the rest, free and usable.
-
-The scheduler is chapter 6's (:mod:`pagedkv_edu.scheduler`): first come, first served with
-head-of-line blocking. A request finishes by the engine's rule: in the step that samples its
-last output token, whose K/V is never computed, so it holds at most ``prompt + output - 1``
-tokens; a request asking for no output finishes on arrival, holding nothing. A paged request is admitted when its prompt's blocks fit; when a
-decode step finds no free block, the most recently admitted request is preempted by
-recompute (its blocks are freed and it goes back to the front of the queue keeping its
-generated tokens), as in vLLM and nano-vllm.
-
-With ``enable_prefix_caching`` (chapter 8) every prompt gets the workload's token ids
-(:func:`~pagedkv_edu.workload.prompt_token_ids`: the shared system prompt is the same ids in
-every request), the block manager looks each admission up in its prefix cache, and each step
-reports the running sequences computed, as the engine does after its forward pass. The
-result then also counts prefix hits and the prefill tokens really computed.
+It is the engine (:class:`~pagedkv_edu.engine.engine.LLMEngine`) with a
+:class:`~pagedkv_edu.engine.runner.StandInRunner`: each request is a prompt length and an output
+length, each step one engine step, measured while it runs (``used``, ``over_reserved``,
+``internal``, ``external``, ``free``). Chapter 1 defines the wastes; chapters 6 and 8 reuse it for
+preemption and prefix caching, chapter 9 for recompute against swap.
 """
 
 from __future__ import annotations
@@ -246,8 +226,9 @@ def simulate(
     victims out to ``swap_space_tokens`` host slots (default: as many as the budget) instead of
     recomputing them; ``swapped_blocks`` counts the blocks moved each way.
 
-    The loop is the engine's: the same :class:`~pagedkv_edu.scheduler.Scheduler` owns the
-    memory and decides each step, and a :class:`StandInRunner` takes the model's place.
+    Each step is :meth:`LLMEngine.step <pagedkv_edu.engine.engine.LLMEngine.step>` with a stand-in
+    runner, measured while the step runs: a request finishes by the engine's rule, in the step
+    that samples its last token, so it holds at most ``prompt + output - 1`` tokens.
     """
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
     if policy not in POLICIES:

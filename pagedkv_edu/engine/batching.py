@@ -1,21 +1,9 @@
-"""What continuous batching and chunked prefill buy: one scheduler, fed two ways, timed in steps.
+"""Static against continuous batching, and chunked prefill, timed in engine steps (chapter 6).
 
-The engine's loop runs here with a stand-in for the model (as in :mod:`pagedkv_edu.simulate`):
-the package's :class:`~pagedkv_edu.scheduler.Scheduler` decides every step over a paged
-memory, and each sequence that reaches its last token "samples" one. The same requests are fed
-in two ways:
-
-* **static** (request-level) batching: a batch of ``max_num_seqs`` requests is handed to the
-  engine together, and the next batch waits until every request of this one has finished,
-  as a server calling a batched ``generate`` does;
-* **continuous** batching: every request is handed over on arrival, and the scheduler admits
-  it as soon as a seat, the memory and the token budget allow (Orca's iteration-level
-  scheduling).
-
-Nothing in the scheduler changes between the two. Time is counted in engine steps, and in
-milliseconds through a :class:`~pagedkv_edu.engine.decode_cost.StepCost` model of what each step
-costs, so the results are deterministic. Chapter 6 defines and reports throughput, time to
-first token and inter-token latency from them, and the stall a long unchunked prompt causes.
+The engine with a :class:`~pagedkv_edu.engine.runner.StandInRunner` serves the same requests
+two ways: a new batch of ``max_num_seqs`` only when the last one has finished (static), or each
+request on arrival (continuous). A :class:`~pagedkv_edu.engine.decode_cost.StepCost` turns steps
+into deterministic milliseconds; chapter 6 reads throughput, TTFT and inter-token latency from them.
 """
 
 from __future__ import annotations

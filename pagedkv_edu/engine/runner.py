@@ -10,7 +10,7 @@ drives either, through one ``step``: :func:`~pagedkv_edu.simulate.simulate` and
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol, Union
+from typing import Protocol, Union, runtime_checkable
 
 import torch
 
@@ -20,6 +20,7 @@ RunnerOutput = Union[torch.Tensor, Sequence[int]]
 """Logits, one row per scheduled sequence, or (a stand-in) one token per scheduled sequence."""
 
 
+@runtime_checkable
 class Runner(Protocol):
     def execute(self, step: ScheduledStep, input_ids: Sequence[int]) -> RunnerOutput:
         """Run the step; ``input_ids`` are its new tokens, sequence after sequence, in ``step.scheduled`` order."""
