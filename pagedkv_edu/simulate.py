@@ -97,11 +97,9 @@ class SimResult:
 
     @property
     def utilisation(self) -> float:
-        """Of the slots held by requests (or stranded between them), the share holding tokens.
+        """Of the slots held by requests (or stranded between them), over all steps, the share holding tokens.
 
-        Summed over all steps. Free, usable slots do not count: an idle arena is not a
-        wasteful one. This is the paper's measure (20.4-38.2% for the systems before vLLM).
-        """
+        The paper's measure (20.4-38.2% before vLLM): free, usable slots do not count."""
         held = sum(self._sum(k) for k in ("used", *WASTE_KINDS))
         return self._sum("used") / held if held else 1.0
 
@@ -127,11 +125,7 @@ class SimResult:
 
     @property
     def saturated_concurrency(self) -> float:
-        """Mean running requests over the steps when some request waited for memory.
-
-        How many requests the budget really held while there was demand for more: the fair
-        "how many fit" figure, unaffected by the tail of the run when the queue is empty.
-        """
+        """Mean running requests over the steps when some request waited: how many the budget really held."""
         busy = [s.running for s in self.steps if s.waiting]
         return sum(busy) / len(busy) if busy else float("nan")
 
@@ -141,11 +135,7 @@ class SimResult:
 
     @property
     def prefix_hit_rate(self) -> float:
-        """Share of prompt tokens the prefix cache supplied, each prompt counted once (vLLM's measure).
-
-        Hits of a preempted request on its own blocks are in ``resumed_hit_tokens`` instead,
-        so that they do not pass for sharing between requests.
-        """
+        """Share of prompt tokens the prefix cache supplied, each prompt once (not ``resumed_hit_tokens``)."""
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     @property
@@ -214,17 +204,12 @@ def simulate(
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
-    ``reserve`` (contiguous only) picks the reservation rule: ``max``, ``pow2`` or ``oracle``, and
-    ``allocator`` (contiguous only) the arena that places it: ``first-fit`` or the paper's ``buddy``.
-    ``watermark_blocks`` (paged only) keeps that many blocks free at admission so running
-    requests can grow without immediate preemption. ``enable_prefix_caching`` (paged only)
-    gives the prompts token ids drawn with ``vocab_size`` and ``prompt_seed`` and shares
-    cached blocks between them. ``snapshot_steps`` (contiguous only) records the arena's
-    layout at those steps, for drawing it as a strip with its holes. ``max_num_batched_tokens``
-    caps the tokens computed per step (chunked prefill, as the engine does); the default, no
-    cap, prefills every admitted prompt whole. ``preemption_mode="swap"`` (paged only) swaps
-    victims out to ``swap_space_tokens`` host slots (default: as many as the budget) instead of
-    recomputing them; ``swapped_blocks`` counts the blocks moved each way.
+    Contiguous only: ``reserve`` is the reservation rule (``max``, ``pow2``, ``oracle``),
+    ``allocator`` the arena (``first-fit`` or the paper's ``buddy``), ``snapshot_steps`` the steps
+    whose arena layout is kept. Paged only: ``watermark_blocks`` kept free at admission;
+    ``enable_prefix_caching`` with prompt ids drawn from ``vocab_size`` and ``prompt_seed``;
+    ``preemption_mode="swap"`` into ``swap_space_tokens`` host slots (default: the budget).
+    ``max_num_batched_tokens`` caps the tokens a step computes (None: prompts prefilled whole).
 
     Each step is :meth:`LLMEngine.step <pagedkv_edu.engine.engine.LLMEngine.step>` with a stand-in
     runner, measured while the step runs: a request finishes by the engine's rule, in the step

@@ -264,8 +264,7 @@ class LLMEngine:
         ``keep_history=False`` skips the per-step :class:`EngineStats` (the simulator keeps its own).
         """
         engine = cls.__new__(cls)
-        engine.model, engine.store, engine.host_cache = None, None, None
-        engine.enable_prefix_caching = getattr(getattr(memory, "manager", None), "prefix_cache", None) is not None
+        engine.model = engine.store = None    # the runner holds whatever computes
         engine._setup(memory, runner, policy=policy, max_seq_len=max_seq_len, vocab_size=vocab_size,
                       tokenizer=tokenizer, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       preemption_mode=preemption_mode, stop_token_ids=stop_token_ids, seed=seed,
@@ -466,12 +465,11 @@ class LLMEngine:
             rows.append((row, s.seq))
             if s.seq.index == 0 and not s.seq.forked:
                 rows += [(row, child) for child in self._fork(s.seq)]
-        if not isinstance(out, torch.Tensor):
-            for row, request in rows:
-                self.append_token(request, out[row])
-            return [r for _, r in rows]
-        tokens = sample_rows(out, [(row, r.params, r.generator) for row, r in rows])
-        logprobs = torch.log_softmax(out.float(), dim=-1).cpu() if self.keep_logprobs else None
+        if isinstance(out, torch.Tensor):
+            tokens = sample_rows(out, [(row, r.params, r.generator) for row, r in rows])
+            logprobs = torch.log_softmax(out.float(), dim=-1).cpu() if self.keep_logprobs else None
+        else:
+            tokens, logprobs = [out[row] for row, _ in rows], None
         for (row, request), token in zip(rows, tokens):
             self.append_token(request, token, None if logprobs is None else logprobs[row])
         return [r for _, r in rows]

@@ -138,11 +138,7 @@ class ExplorerState:
         return True
 
     def fork(self, request_id: Hashable) -> Hashable | None:
-        """A new sample of ``request_id`` sharing all its blocks; its id (``r0.1``, ...), or None.
-
-        Forking takes no block: every block gains a reference. The first decode step that
-        writes into the shared, partly filled last block copies it (copy-on-write).
-        """
+        """A new sample of ``request_id`` sharing all its blocks (no block taken); its id (``r0.1``, ...), or None."""
         if request_id not in self._requests:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             self._fail(f"cannot fork {request_label(request_id)}: not a live request (live: {live})")
@@ -169,11 +165,7 @@ class ExplorerState:
         return n
 
     def finish(self, request_id: Hashable) -> bool:
-        """Drop ``request_id``'s reference to each of its blocks (last block first).
-
-        A block nobody else holds goes back to the free queue; a shared one stays with the
-        other samples, one reference fewer.
-        """
+        """Drop ``request_id``'s reference to each of its blocks (last first); unshared ones go back to the pool."""
         if request_id not in self._requests:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             return self._fail(f"cannot finish {request_label(request_id)}: not a live request (live: {live})")
