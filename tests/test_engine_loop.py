@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.engine.batching import serve
