@@ -1,11 +1,8 @@
-"""Generation through the paged cache: one prefill for every prompt, then one decode step at a time.
+"""Chapter 5's static batch: every prompt prefilled together, then one decode step at a time.
 
-A step's batch is just the sequences still running, each bringing one token. No sequence is
-padded to another's length: sequence ``i``'s block table grows by a block only when its last
-block fills. This is a *static* batch (everyone starts together, nobody joins later); chapter
-6's engine admits and preempts requests while others decode.
-
-``python -m pagedkv_edu generate`` (:mod:`pagedkv_edu.bench.generate_cli`) is its command-line face.
+It is the engine (:class:`~pagedkv_edu.engine.engine.LLMEngine`) over a pool sized exactly for
+its prompts plus ``max_new_tokens``, so nobody waits or is preempted; chapter 6 lets requests
+join and leave. ``python -m pagedkv_edu generate`` is :mod:`pagedkv_edu.bench.generate_cli`.
 """
 
 from __future__ import annotations
@@ -21,14 +18,13 @@ from .block_manager import BlockManager
 from .block_table import BlockTable, blocks_needed
 from .checks import check_whole
 from .contiguous import ContiguousArena
+from .engine.engine import LLMEngine
 from .engine.model_runner import ModelRunner
-from .engine.request import Request
-from .engine.sampling import SamplingParams, make_generator, sample_rows
+from .engine.sampling import SamplingParams
 from .attention import AttentionFn, check_backend
 from .model.kv_store import ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
-from .scheduler import POLICIES, ContiguousMemory, PagedMemory, Scheduler
-
+from .scheduler import POLICIES, ContiguousMemory, PagedMemory
 
 
 @dataclass
@@ -113,8 +109,14 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
         longest = max(len(p) for p in prompts) + max_new_tokens
         return ContiguousKVStore(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
     need = blocks_for(prompts, max_new_tokens, block_size)
-    if num_blocks is None:
-        num_blocks = max(sum(need), 1)
+    num_blocks = max(sum(need), 1) if num_blocks is None else num_blocks
+    check_fits(prompts, max_new_tokens, num_blocks, block_size)
+    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
+
+
+def check_fits(prompts: Sequence[Sequence[int]], max_new_tokens: int, num_blocks: int, block_size: int) -> None:
+    """Refuse a batch that ``num_blocks`` blocks cannot hold to its end: a static batch cannot wait or preempt."""
+    need = blocks_for(prompts, max_new_tokens, block_size)
     for i, n in enumerate(need):
         if n > num_blocks:
             raise ValueError(f"prompt {i} ({len(prompts[i])} tokens + {max_new_tokens} new) needs {n} blocks of "
@@ -123,7 +125,6 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
         raise ValueError(f"the batch needs {sum(need)} blocks by its end but the pool has {num_blocks}; this "
                          f"static batch cannot wait or preempt (chapter 6's scheduler can): give more blocks "
                          f"or fewer prompts")
-    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
 
 
 def generate(
@@ -166,44 +167,38 @@ def generate(
     context = max(len(p) for p in prompts) + max_new_tokens
     memory: PagedMemory | ContiguousMemory
     if isinstance(store, PagedKVStore):
+        check_fits(prompts, max_new_tokens, store.num_blocks, store.block_size)
         manager: BlockManager | None = BlockManager(store.num_blocks, store.block_size)
         memory = PagedMemory(manager)
     else:
+        if len(prompts) > store.capacity // store.max_seq_len or context > store.max_seq_len:
+            raise ValueError(f"the contiguous store's {store.capacity} slots cannot hold {len(prompts)} reservations "
+                             f"of {context}; a static batch cannot wait or preempt (chapter 6's engine can)")
         manager = None
         memory = ContiguousMemory(ContiguousArena(store.capacity), lambda _id, _n: store.max_seq_len)
-    scheduler = Scheduler(memory)
-    runner = ModelRunner(model, store, context)
-    params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    sequences = [Request(i, p, params, make_generator(params, i, seed)) for i, p in enumerate(prompts)]
+    engine = LLMEngine.over(memory, ModelRunner(model, store, context), max_seq_len=context,
+                            policy="paged" if manager else "contiguous", vocab_size=model.config.vocab_size,
+                            seed=seed, free_finished=False, keep_history=False)
+    params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                            stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=True)
     if max_new_tokens > 0:
-        for seq in sequences:
-            scheduler.add(seq)
-    stops = set(int(t) for t in stop_token_ids)
+        for prompt in prompts:
+            engine.add_request(prompt, params)
     logits_log: list[list[torch.Tensor]] = [[] for _ in prompts]
     timings = [0.0, 0.0]
     step = 0
-    while scheduler.has_unfinished:
+    while engine.has_unfinished:
         start = time.perf_counter()
-        decided = scheduler.schedule()
-        if decided.failed or decided.preempted:   # make_store sized the pool; a store passed in may be short
-            raise ValueError(f"the store's {store.num_blocks if manager else store.capacity} blocks or slots cannot "
-                             f"hold this batch; a static batch cannot wait or preempt (chapter 6's engine can)")
-        inputs = [t for s in decided.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
-        logits = runner.execute(decided, inputs)
-        chosen = sample_rows(logits, [(row, s.seq.params, s.seq.generator) for row, s in enumerate(decided.scheduled)])
+        engine.step()
         timings[min(step, 1)] += time.perf_counter() - start
-        for row, (s, token) in enumerate(zip(decided.scheduled, chosen)):
-            seq = s.seq
-            seq.output_token_ids.append(token)
+        for row, s in enumerate(engine.last_step.scheduled):    # every row samples: prompts are prefilled whole
+            i, token = s.seq.request_id, s.seq.output_token_ids[-1]
             if record_logits:
-                logits_log[seq.seq_id].append(logits[row].float().cpu())
+                logits_log[i].append(engine.last_logits[row].float().cpu())
             if on_token is not None:
-                on_token(seq.seq_id, token)
+                on_token(i, token)
         if on_step is not None:
             on_step(step, manager if manager is not None else memory)
-        for s in decided.scheduled:
-            if s.seq.output_token_ids[-1] in stops or len(s.seq.output_token_ids) >= max_new_tokens:
-                scheduler.finish(s.seq, release=False)   # done; its blocks stay, for the result's tables
         step += 1
 
     tables = None
@@ -211,7 +206,9 @@ def generate(
         tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
                   if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
     return GenerationResult(
-        prompts=prompts, tokens=[s.output_token_ids for s in sequences], block_tables=tables, kv_bytes=store.bytes,
+        prompts=prompts, tokens=[list(engine.requests[i].output_token_ids) if i in engine.requests else []
+                                 for i in range(len(prompts))],
+        block_tables=tables, kv_bytes=store.bytes,
         prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
         step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,
         attention=dict(getattr(store, "kernels", {})),

@@ -1,46 +1,28 @@
-"""A memory-only simulation of serving a workload: contiguous reservations against paging.
+"""Serving a workload with no model: where every slot of a KV budget goes, contiguous against paged (chapters 1, 2).
 
-No model runs here: each request is a prompt length and an output length, and each step of
-the simulation is one iteration of a continuous-batching engine (Orca-style iteration-level
-scheduling, as in chapter 6). What the simulation measures is where every KV slot of a fixed
-budget goes, step by step:
-
-* ``used``: slots holding a token's K/V;
-* ``over_reserved``: reserved for tokens the request will produce, but has not yet (contiguous);
-* ``internal``: allocated and never going to hold a token (the reservation's tail beyond the
-  final length for contiguous; the empty slots of each sequence's last block for paged);
-* ``external``: free slots in holes too small for the next waiting request (contiguous);
-* ``free``: the rest, free and usable.
-
-The scheduler is chapter 6's (:mod:`pagedkv_edu.scheduler`): first come, first served with
-head-of-line blocking. A request finishes by the engine's rule: in the step that samples its
-last output token, whose K/V is never computed, so it holds at most ``prompt + output - 1``
-tokens; a request asking for no output finishes on arrival, holding nothing. A paged request is admitted when its prompt's blocks fit; when a
-decode step finds no free block, the most recently admitted request is preempted by
-recompute (its blocks are freed and it goes back to the front of the queue keeping its
-generated tokens), as in vLLM and nano-vllm.
-
-With ``enable_prefix_caching`` (chapter 8) every prompt gets the workload's token ids
-(:func:`~pagedkv_edu.workload.prompt_token_ids`: the shared system prompt is the same ids in
-every request), the block manager looks each admission up in its prefix cache, and each step
-reports the running sequences computed, as the engine does after its forward pass. The
-result then also counts prefix hits and the prefill tokens really computed.
+It is the engine (:class:`~pagedkv_edu.engine.engine.LLMEngine`) with a
+:class:`~pagedkv_edu.engine.runner.StandInRunner`: each request is a prompt length and an output
+length, each step one engine step, measured while it runs (``used``, ``over_reserved``,
+``internal``, ``external``, ``free``). Chapter 1 defines the wastes; chapters 6 and 8 reuse it for
+preemption and prefix caching, chapter 9 for recompute against swap.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .specs import hit_rate, utilisation
 from .checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
+from .engine.engine import LLMEngine
+from .engine.runner import StandInRunner
 from .engine.request import Request as SeqRecord
 from .engine.sampling import SamplingParams
-from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler
+from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep
 from .swap import Hardware, SwapSpace
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
@@ -116,11 +98,9 @@ class SimResult:
 
     @property
     def utilisation(self) -> float:
-        """Of the slots held by requests (or stranded between them), the share holding tokens.
+        """Of the slots held by requests (or stranded between them), over all steps, the share holding tokens.
 
-        Summed over all steps. Free, usable slots do not count: an idle arena is not a
-        wasteful one. This is the paper's measure (20.4-38.2% for the systems before vLLM).
-        """
+        The paper's measure (20.4-38.2% before vLLM): free, usable slots do not count."""
         held = sum(self._sum(k) for k in ("used", *WASTE_KINDS))
         return utilisation(self._sum("used"), held)
 
@@ -146,11 +126,7 @@ class SimResult:
 
     @property
     def saturated_concurrency(self) -> float:
-        """Mean running requests over the steps when some request waited for memory.
-
-        How many requests the budget really held while there was demand for more: the fair
-        "how many fit" figure, unaffected by the tail of the run when the queue is empty.
-        """
+        """Mean running requests over the steps when some request waited: how many the budget really held."""
         busy = [s.running for s in self.steps if s.waiting]
         return sum(busy) / len(busy) if busy else float("nan")
 
@@ -160,11 +136,7 @@ class SimResult:
 
     @property
     def prefix_hit_rate(self) -> float:
-        """Share of prompt tokens the prefix cache supplied, each prompt counted once (vLLM's measure).
-
-        Hits of a preempted request on its own blocks are in ``resumed_hit_tokens`` instead,
-        so that they do not pass for sharing between requests.
-        """
+        """Share of prompt tokens the prefix cache supplied, each prompt once (not ``resumed_hit_tokens``)."""
         return hit_rate(self.hit_tokens, self.prompt_tokens)
 
     @property
@@ -233,20 +205,16 @@ def simulate(
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
-    ``reserve`` (contiguous only) picks the reservation rule: ``max``, ``pow2`` or ``oracle``, and
-    ``allocator`` (contiguous only) the arena that places it: ``first-fit`` or the paper's ``buddy``.
-    ``watermark_blocks`` (paged only) keeps that many blocks free at admission so running
-    requests can grow without immediate preemption. ``enable_prefix_caching`` (paged only)
-    gives the prompts token ids drawn with ``vocab_size`` and ``prompt_seed`` and shares
-    cached blocks between them. ``snapshot_steps`` (contiguous only) records the arena's
-    layout at those steps, for drawing it as a strip with its holes. ``max_num_batched_tokens``
-    caps the tokens computed per step (chunked prefill, as the engine does); the default, no
-    cap, prefills every admitted prompt whole. ``preemption_mode="swap"`` (paged only) swaps
-    victims out to ``swap_space_tokens`` host slots (default: as many as the budget) instead of
-    recomputing them; ``swapped_blocks`` counts the blocks moved each way.
+    Contiguous only: ``reserve`` is the reservation rule (``max``, ``pow2``, ``oracle``),
+    ``allocator`` the arena (``first-fit`` or the paper's ``buddy``), ``snapshot_steps`` the steps
+    whose arena layout is kept. Paged only: ``watermark_blocks`` kept free at admission;
+    ``enable_prefix_caching`` with prompt ids drawn from ``vocab_size`` and ``prompt_seed``;
+    ``preemption_mode="swap"`` into ``swap_space_tokens`` host slots (default: the budget).
+    ``max_num_batched_tokens`` caps the tokens a step computes (None: prompts prefilled whole).
 
-    The loop is the engine's: the same :class:`~pagedkv_edu.scheduler.Scheduler` owns the
-    memory and decides each step, and a :class:`StandInRunner` takes the model's place.
+    Each step is :meth:`LLMEngine.step <pagedkv_edu.engine.engine.LLMEngine.step>` with a stand-in
+    runner, measured while the step runs: a request finishes by the engine's rule, in the step
+    that samples its last token, so it holds at most ``prompt + output - 1`` tokens.
     """
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
     if policy not in POLICIES:
@@ -278,7 +246,7 @@ def simulate(
     manager: BlockManager | None = None
     arena: ContiguousArena | None = None
     memory: PagedMemory | ContiguousMemory
-    reservations: dict[int, int] = {}
+    reservations: dict[int, int] = {}    # by the engine's request id: the index in reqs
     if policy == "paged":
         manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
                                enable_prefix_caching=enable_prefix_caching)
@@ -290,61 +258,63 @@ def simulate(
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
         arena = make_arena(kv_budget_tokens, allocator)
-        reservations = {r.request_id: reservation_size(r.prompt_len, r.output_len, max_seq_len, reserve) for r in reqs}
+        reservations = {i: reservation_size(r.prompt_len, r.output_len, max_seq_len, reserve) for i, r in enumerate(reqs)}
         memory = ContiguousMemory(arena, lambda seq_id, _num_tokens: reservations[seq_id])
         capacity = kv_budget_tokens
-        too_big = [i for i, size in reservations.items() if size > arena.max_allocation]
+        too_big = [reqs[i].request_id for i, size in reservations.items() if size > arena.max_allocation]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in a budget of {kv_budget_tokens} tokens")
 
     result = SimResult(policy, block_size if manager else None, reserve if arena else None, capacity,
                        prefix_caching=enable_prefix_caching, allocator=allocator if arena else None,
                        preemption_mode=preemption_mode)
-    records = {r.request_id: RequestRecord(r.request_id, r.arrival_step) for r in reqs}
-    result.requests = list(records.values())
-    scheduler = Scheduler(memory, max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode)
-    runner = StandInRunner(vocab_size)
-    pending = deque(SeqRecord(r.request_id, prompt_token_ids(r, vocab_size, prompt_seed)
-                              if enable_prefix_caching else None, SamplingParams(max_tokens=r.output_len),
-                              arrival_time=r.arrival_step, num_prompt_tokens=r.prompt_len)
-                    for r in reqs)
+    records = [RequestRecord(r.request_id, r.arrival_step) for r in reqs]   # the engine numbers them 0, 1, ...
+    result.requests = records
     snapshots = set(snapshot_steps)
+    clock = [0]
 
+    def measure(_step: ScheduledStep | None = None) -> None:
+        """Where the slots are while the step runs: before its finished requests give memory back."""
+        running = list(engine.scheduler.running)
+        waiting = engine.scheduler.waiting
+        step = clock[0]
+        result.steps.append(_record(step, running, len(waiting), waiting[0] if waiting else None, memory, arena,
+                                    reservations))
+        if arena is not None and step in snapshots:
+            by_id = {s.seq_id: s for s in running}
+            result.arena_snapshots[step] = [
+                ArenaSlice(reqs[e.owner].request_id, e.start, e.size, by_id[e.owner].num_computed_tokens,
+                           _kv_len(by_id[e.owner])) for e in arena.extents]
+
+    engine = LLMEngine.over(memory, StandInRunner(vocab_size, measure), max_seq_len=max_seq_len, policy=policy,
+                            max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode,
+                            keep_history=False)
+    pending = deque(enumerate(reqs))
     for step in range(max_steps):
-        while pending and pending[0].arrival_time <= step:
-            seq = pending.popleft()
-            if seq.params.max_tokens == 0:   # done before it needs memory, as in the engine
-                records[seq.seq_id].admit_step = records[seq.seq_id].finish_step = step
-                continue
-            scheduler.add(seq)
-        decided = scheduler.schedule()
+        clock[0] = step
+        while pending and pending[0][1].arrival_step <= step:
+            _, r = pending.popleft()
+            ids = prompt_token_ids(r, vocab_size, prompt_seed) if enable_prefix_caching else [0] * r.prompt_len
+            engine.add_request(ids, SamplingParams(max_tokens=r.output_len, ignore_eos=True), arrival_time=step)
+        finished = engine.step()
+        decided = engine.last_step
+        if decided.failed:   # cannot happen: every request was checked to fit the budget alone
+            raise RuntimeError(f"requests {[reqs[s.seq_id].request_id for s in decided.failed]} failed to fit")
+        if decided.is_empty:   # the runner did not run: nothing held memory that the step gave back
+            measure()
         for seq in decided.admitted:
             if records[seq.seq_id].admit_step is None:
                 records[seq.seq_id].admit_step = step
         for seq in decided.preempted:
             records[seq.seq_id].preemptions += 1
-        if decided.failed:   # cannot happen: every request was checked to fit the budget alone
-            raise RuntimeError(f"requests {[s.seq_id for s in decided.failed]} failed to fit the memory")
-        for seq, token in zip(*runner.execute(decided)):
-            seq.output_token_ids.append(token)
-        result.preemptions = scheduler.num_preemptions
-
-        running = list(scheduler.running)
-        head = scheduler.waiting[0] if scheduler.waiting else None
-        result.steps.append(_record(step, running, len(scheduler.waiting), head, memory, arena, reservations))
-        if arena is not None and step in snapshots:
-            by_id = {s.seq_id: s for s in running}
-            result.arena_snapshots[step] = [
-                ArenaSlice(e.owner, e.start, e.size, by_id[e.owner].num_computed_tokens, _kv_len(by_id[e.owner]))
-                for e in arena.extents
-            ]
-
-        for seq in [s for s in running if len(s.output_token_ids) == s.params.max_tokens]:   # sampled its last
-            scheduler.finish(seq)
-            records[seq.seq_id].finish_step = step
-
-        if not (pending or scheduler.has_unfinished):
-            counts = scheduler.counts
+        for out in finished:
+            record = records[out.request_id]
+            record.finish_step = step
+            if record.admit_step is None:   # asked for no tokens: done on arrival
+                record.admit_step = step
+        if not (pending or engine.has_unfinished):
+            counts = engine.scheduler.counts
+            result.preemptions = engine.scheduler.num_preemptions
             result.prompt_tokens, result.hit_tokens = counts.prompt_tokens, counts.prefix_hit_tokens
             result.resumed_hit_tokens, result.prefill_tokens = counts.resumed_hit_tokens, counts.prefill_tokens
             if manager is not None and manager.prefix_cache is not None:
@@ -353,23 +323,6 @@ def simulate(
                 result.swapped_blocks = memory.swap.blocks_out
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
-
-
-class StandInRunner:
-    """The model runner of a simulation: no model, one stand-in token per sampling sequence.
-
-    The engine's runner turns a scheduled step into a forward pass and logits; memory does not
-    depend on what the tokens are, so this one returns, for every sequence whose step reached
-    its last token, the id ``vocab_size + seq_id``: outside the vocabulary, so a generated
-    token is never shared with another request through the prefix cache.
-    """
-
-    def __init__(self, vocab_size: int) -> None:
-        self.vocab_size = vocab_size
-
-    def execute(self, step: ScheduledStep) -> tuple[list[SeqRecord], list[int]]:
-        sampling = [s.seq for s in step.scheduled if s.samples]
-        return sampling, [self.vocab_size + seq.seq_id for seq in sampling]
 
 
 def _kv_len(seq: SeqRecord) -> int:

@@ -1,21 +1,9 @@
-"""What continuous batching and chunked prefill buy: one scheduler, fed two ways, timed in steps.
+"""Static against continuous batching, and chunked prefill, timed in engine steps (chapter 6).
 
-The engine's loop runs here with a stand-in for the model (as in :mod:`pagedkv_edu.simulate`):
-the package's :class:`~pagedkv_edu.scheduler.Scheduler` decides every step over a paged
-memory, and each sequence that reaches its last token "samples" one. The same requests are fed
-in two ways:
-
-* **static** (request-level) batching: a batch of ``max_num_seqs`` requests is handed to the
-  engine together, and the next batch waits until every request of this one has finished,
-  as a server calling a batched ``generate`` does;
-* **continuous** batching: every request is handed over on arrival, and the scheduler admits
-  it as soon as a seat, the memory and the token budget allow (Orca's iteration-level
-  scheduling).
-
-Nothing in the scheduler changes between the two. Time is counted in engine steps, and in
-milliseconds through a :class:`~pagedkv_edu.engine.decode_cost.StepCost` model of what each step
-costs, so the results are deterministic. Chapter 6 defines and reports throughput, time to
-first token and inter-token latency from them, and the stall a long unchunked prompt causes.
+The engine with a :class:`~pagedkv_edu.engine.runner.StandInRunner` serves the same requests
+two ways: a new batch of ``max_num_seqs`` only when the last one has finished (static), or each
+request on arrival (continuous). A :class:`~pagedkv_edu.engine.decode_cost.StepCost` turns steps
+into deterministic milliseconds; chapter 6 reads throughput, TTFT and inter-token latency from them.
 """
 
 from __future__ import annotations
@@ -25,24 +13,14 @@ from dataclasses import dataclass, field
 
 from ..block_manager import BlockManager
 from ..checks import check_whole
-from .decode_cost import StepCost
-from ..scheduler import PagedMemory, Scheduler
+from ..scheduler import PagedMemory
 from ..workload import Request
+from .decode_cost import StepCost
+from .engine import LLMEngine
+from .runner import StandInRunner
+from .sampling import SamplingParams
 
 MODES: tuple[str, ...] = ("static", "continuous")
-
-
-@dataclass
-class _Seq:
-    """A request inside the loop: the scheduler sees its id and its token count."""
-
-    seq_id: int
-    request: Request
-    output: int = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return self.request.prompt_len + self.output
 
 
 @dataclass
@@ -176,46 +154,44 @@ def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_to
     too_big = [r.request_id for r in reqs if -(-r.final_len // block_size) > num_blocks]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in {num_blocks} blocks of {block_size}")
-    scheduler = Scheduler(PagedMemory(BlockManager(num_blocks, block_size), watermark_blocks), max_num_seqs,
-                          max_num_batched_tokens)
+    engine = LLMEngine.over(PagedMemory(BlockManager(num_blocks, block_size), watermark_blocks), StandInRunner(),
+                            max_seq_len=num_blocks * block_size, max_num_seqs=max_num_seqs,
+                            max_num_batched_tokens=max_num_batched_tokens, keep_history=False)
     result = BatchingResult(mode, max_num_seqs, max_num_batched_tokens, cost)
-    times = {r.request_id: RequestTimes(r.request_id, r.prompt_len, 0.0) for r in reqs}
-    result.requests = list(times.values())
+    result.requests = [RequestTimes(r.request_id, r.prompt_len, 0.0) for r in reqs]
+    times: list[RequestTimes] = []    # by the engine's request id, in the order handed over
     pending, clock = list(reqs), 0.0
     for step in range(max_steps):
         arrived = [r for r in pending if r.arrival_step <= step]
         for r in arrived:
             if r.arrival_step == step:
-                times[r.request_id].arrival = clock
+                result.request(r.request_id).arrival = clock
         if mode == "continuous":
             handed = arrived
         else:   # a new batch only when the engine is empty
-            handed = [] if scheduler.has_unfinished else arrived[:max_num_seqs]
+            handed = [] if engine.has_unfinished else arrived[:max_num_seqs]
         for r in handed:
-            scheduler.add(_Seq(r.request_id, r))
+            engine.add_request([0] * r.prompt_len, SamplingParams(max_tokens=r.output_len, ignore_eos=True))
+            times.append(result.request(r.request_id))
             pending.remove(r)
-        decided = scheduler.schedule()
+        engine.step()
+        decided = engine.last_step
         if decided.failed:   # cannot happen: every request was checked to fit the memory alone
-            raise RuntimeError(f"requests {[s.seq_id for s in decided.failed]} failed to fit the memory")
+            raise RuntimeError(f"requests {[times[s.seq_id].request_id for s in decided.failed]} failed to fit")
         prefill = sum(s.num_new_tokens for s in decided.scheduled if s.is_prefill)
         decode = sum(s.num_new_tokens for s in decided.scheduled if not s.is_prefill)
         context = sum(s.seq_len for s in decided.scheduled if not s.is_prefill)
         if decided.scheduled:
             clock += cost(prefill + decode, context)
         for s in decided.scheduled:
-            if not s.samples:
-                continue                     # a chunk of a prompt: no token yet
-            seq = s.seq
-            seq.output += 1
-            t = times[seq.seq_id]
-            t.token_times.append(clock)
-            if t.first_token_step is None:
-                t.first_token_step = step
-            if seq.output == seq.request.output_len:
-                scheduler.finish(seq)
-        result.steps.append(StepLog(prefill, decode, len(scheduler.running), len(scheduler.waiting) + len(pending),
-                                    len(decided.preempted), clock))
-        if not (pending or scheduler.has_unfinished):
+            if s.samples:                     # else a chunk of a prompt: no token yet
+                t = times[s.seq.seq_id]
+                t.token_times.append(clock)
+                if t.first_token_step is None:
+                    t.first_token_step = step
+        result.steps.append(StepLog(prefill, decode, len(engine.scheduler.running),
+                                    len(engine.scheduler.waiting) + len(pending), len(decided.preempted), clock))
+        if not (pending or engine.has_unfinished):
             return result
     raise RuntimeError(f"serving did not finish within {max_steps} steps")
 

@@ -53,10 +53,12 @@ from ..checks import check_whole
 from ..contiguous import ContiguousArena
 from ..model.kv_store import ContiguousKVStore, PagedKVStore
 from ..model.llama import Llama
-from ..scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep, Scheduler, Status
+from ..scheduler import (POLICIES, PREEMPTION_MODES, ContiguousMemory, KVMemory, PagedMemory, ScheduledStep, Scheduler,
+                         Status)
 from ..swap import HostKVCache, SwapSpace
 from .model_runner import ModelRunner, step_kind
 from .request import Request
+from .runner import Runner, RunnerOutput
 from .sampling import SamplingParams, make_generator, sample_rows
 from .trace import EngineTrace
 
@@ -216,45 +218,83 @@ class LLMEngine:
         context = model.config.max_position_embeddings
         if max_seq_len is None:
             max_seq_len = context if policy == "paged" else min(context, DEFAULT_MAX_SEQ_LEN)
-        self.model = model
-        self.tokenizer = tokenizer
-        self.policy = policy
         self.max_seq_len = max_seq_len
-        self.eos_token_ids = tuple(int(t) for t in stop_token_ids)
-        self.seed = seed
         cfg, kw = model.config, {"dtype": model.dtype, "device": model.device}
-        self.store: PagedKVStore | ContiguousKVStore
+        store: PagedKVStore | ContiguousKVStore
+        host_cache = None
         if policy == "paged":
             num_blocks = kv_budget_tokens // block_size
             if num_blocks < 1:
                 raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no block of {block_size}")
             manager = BlockManager(num_blocks, block_size, self.max_seq_len,
                                    enable_prefix_caching=enable_prefix_caching)
-            self.store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, check=False, **kw)
+            store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, check=False, **kw)
             swap = None
             if preemption_mode == "swap":
                 host_blocks = max(1, (swap_space_tokens or kv_budget_tokens) // block_size)
                 swap = SwapSpace(host_blocks, block_size)
-                self.host_cache = HostKVCache(cfg.num_layers, host_blocks, block_size, cfg.num_kv_heads,
-                                              cfg.head_dim, model.dtype)
+                host_cache = HostKVCache(cfg.num_layers, host_blocks, block_size, cfg.num_kv_heads,
+                                         cfg.head_dim, model.dtype)
             memory: PagedMemory | ContiguousMemory = PagedMemory(manager, math.ceil(watermark * num_blocks), swap)
         else:
             rows = kv_budget_tokens // self.max_seq_len
             if rows < 1:
                 raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no reservation of max_seq_len="
                                  f"{self.max_seq_len}; raise kv_budget_tokens or lower max_seq_len")
-            self.store = ContiguousKVStore(cfg, rows, self.max_seq_len, **kw)
+            store = ContiguousKVStore(cfg, rows, self.max_seq_len, **kw)
             memory = ContiguousMemory(ContiguousArena(rows * self.max_seq_len), lambda _id, _n: self.max_seq_len)
+        self.store = store
+        self.host_cache = host_cache
+        self.enable_prefix_caching = enable_prefix_caching
+        self._setup(memory, ModelRunner(model, store, self.max_seq_len, host_cache), policy=policy,
+                    max_seq_len=self.max_seq_len, vocab_size=cfg.vocab_size, tokenizer=tokenizer,
+                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                    preemption_mode=preemption_mode, stop_token_ids=stop_token_ids, seed=seed, trace=trace,
+                    keep_logprobs=keep_logprobs)
+        self.model = model
+
+    @classmethod
+    def over(cls, memory: KVMemory, runner: Runner, *, max_seq_len: int, policy: str = "paged",
+             vocab_size: int | None = None, tokenizer: object | None = None, max_num_seqs: int | None = None,
+             max_num_batched_tokens: int | None = None, preemption_mode: str = "recompute",
+             stop_token_ids: Iterable[int] = (), seed: int = 0, free_finished: bool = True,
+             keep_history: bool = True) -> "LLMEngine":
+        """The same loop around any runner and memory: the simulator's stand-in, or chapter 5's exactly sized pool.
+
+        ``free_finished=False`` keeps a finished sequence's memory (its table stays readable);
+        ``keep_history=False`` skips the per-step :class:`EngineStats` (the simulator keeps its own).
+        """
+        engine = cls.__new__(cls)
+        engine.model = engine.store = None    # the runner holds whatever computes
+        engine._setup(memory, runner, policy=policy, max_seq_len=max_seq_len, vocab_size=vocab_size,
+                      tokenizer=tokenizer, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                      preemption_mode=preemption_mode, stop_token_ids=stop_token_ids, seed=seed,
+                      free_finished=free_finished, keep_history=keep_history)
+        return engine
+
+    def _setup(self, memory: KVMemory, runner: Runner, *, policy: str, max_seq_len: int, vocab_size: int | None,
+               tokenizer: object | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+               preemption_mode: str, stop_token_ids: Iterable[int], seed: int, trace: EngineTrace | None = None,
+               keep_logprobs: bool = False, free_finished: bool = True, keep_history: bool = True) -> None:
         self.memory = memory
+        self.runner = runner
+        self.policy = policy
+        self.max_seq_len = max_seq_len
+        self.vocab_size = vocab_size
+        self.tokenizer = tokenizer
+        self.eos_token_ids = tuple(int(t) for t in stop_token_ids)
+        self.seed = seed
         self.preemption_mode = preemption_mode
         self.keep_logprobs = keep_logprobs
+        self.free_finished = free_finished
+        self.keep_history = keep_history
         self.scheduler = Scheduler(memory, max_num_seqs, max_num_batched_tokens, preemption_mode)
-        self.runner = ModelRunner(model, self.store, self.max_seq_len, getattr(self, "host_cache", None))
-        self.enable_prefix_caching = enable_prefix_caching
         self.trace = trace   # opt in: one frame per step, for the replay (chapter 6)
         self.last_step: ScheduledStep | None = None      # the step just run, for hooks and traces
+        self.last_logits: torch.Tensor | None = None     # its logits, a row per scheduled sequence (model runners)
         self.requests: dict[int, Request] = {}           # each request's first sample
         self._samples: dict[int, list[Request]] = {}     # unfinished requests' samples, index order (a group, not state)
+        self._no_tokens: list[Request] = []              # asked for no tokens: done at the next step, holding nothing
         self.history: list[EngineStats] = []
         self._next_id = 0
         self._generated = 0
@@ -273,8 +313,8 @@ class LLMEngine:
         ids = self._encode(prompt)
         if not ids:
             raise ValueError("the prompt is empty: there is no last token to predict from")
-        vocab = self.model.config.vocab_size
-        bad = [t for t in ids if not 0 <= t < vocab]
+        vocab = self.vocab_size
+        bad = [] if vocab is None else [t for t in ids if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"prompt has token ids outside the vocabulary 0..{vocab - 1}: {bad[:5]}")
         if not isinstance(params, SamplingParams):
@@ -289,7 +329,10 @@ class LLMEngine:
         request_id = self._next_id
         request = self._sequence(request_id, 0, ids, params,
                                  time.perf_counter() if arrival_time is None else arrival_time)
-        self.scheduler.add(request)  # refuses a prompt that can never fit, before anything changes
+        if params.max_tokens == 0:   # done before it needs any memory
+            self._no_tokens.append(request)
+        else:
+            self.scheduler.add(request)  # refuses a prompt that can never fit, before anything changes
         self._next_id += 1
         self.requests[request_id] = request
         self._samples[request_id] = [request]
@@ -310,20 +353,19 @@ class LLMEngine:
 
     @property
     def has_unfinished(self) -> bool:
-        return self.scheduler.has_unfinished
+        return bool(self._no_tokens) or self.scheduler.has_unfinished
 
     # --- one iteration -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """One iteration: schedule, run the model once on the mixed batch, sample; return what finished."""
         finished: list[RequestOutput] = []
-        # A request asking for no tokens is done before it needs any memory.
-        for request in [r for r in self.scheduler.waiting if r.params.max_tokens == 0]:
-            self.scheduler.abort(request)
+        for request in self._no_tokens:
             finished += self._finish(request, "length", release=False)
-        step, logits = self.forward_step()
+        self._no_tokens.clear()
+        step, out = self.forward_step()
         for request in step.failed:
             finished += self._finish(request, "error: needs more KV memory than the whole budget", release=False)
-        sampled = self._sample(step, logits) if logits is not None else []
+        sampled = self._sample(step, out) if out is not None else []
         for request in sampled:
             reason = self._stop_reason(request)
             if reason is not None:
@@ -333,7 +375,7 @@ class LLMEngine:
             self.trace.record(self, step, step.copies)
         return finished
 
-    def forward_step(self) -> tuple[ScheduledStep, torch.Tensor | None]:
+    def forward_step(self) -> tuple[ScheduledStep, RunnerOutput | None]:
         """Schedule and run one forward pass, without sampling: the step and its logits (one row per scheduled sequence).
 
         :meth:`step` samples from these rows; a caller that picks tokens itself (beam search)
@@ -352,9 +394,12 @@ class LLMEngine:
             if request.first_token_time is None and request.num_preemptions == 0:
                 request.num_cached_tokens = next(s.num_computed_tokens for s in step.scheduled if s.seq is request)
         if step.is_empty:
+            self.last_logits = None
             return step, None
         inputs = [t for s in step.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
-        return step, self.runner.execute(step, inputs)
+        out = self.runner.execute(step, inputs)
+        self.last_logits = out if isinstance(out, torch.Tensor) else None
+        return step, out
 
     # --- sequences, for callers that drive the loop themselves (beam search) ------------------
     def append_token(self, request: Request, token: int, logprobs: torch.Tensor | None = None) -> None:
@@ -368,17 +413,18 @@ class LLMEngine:
             request.last_logprobs = logprobs
         self._generated += 1
 
-    def fork_sequence(self, parent: Request, index: int | None = None) -> Request:
+    def fork_sequence(self, parent: Request, index: int | None = None, seq_id: str | None = None) -> Request:
         """A new running sequence continuing ``parent``'s tokens, sharing all its blocks (copy on write later).
 
-        ``index`` names it among its request's samples (default: the next free one). It is
-        the newest sequence, so it is the first to be preempted.
+        ``index`` numbers it among its request's samples (default: the next free one), and
+        names it ``r{request}.{index}`` unless ``seq_id`` is given. It is the newest sequence,
+        so it is the first to be preempted.
         """
         if parent.status is not Status.RUNNING:
             raise ValueError(f"sequence {parent.seq_id!r} is {parent.status.value}; only a running one can be forked")
         samples = self._samples.setdefault(parent.request_id, [parent])
         index = len(samples) if index is None else index
-        seq_id = f"r{parent.request_id}.{index}"
+        seq_id = f"r{parent.request_id}.{index}" if seq_id is None else seq_id
         if any(s.seq_id == seq_id for s in samples):
             raise ValueError(f"sequence {seq_id!r} exists already")
         child = parent.fork(seq_id, index, make_generator(parent.params, parent.request_id, self.seed, index))
@@ -408,8 +454,11 @@ class LLMEngine:
         """End a running sequence now, with the tokens it has; its request's output once all its sequences ended."""
         return self._finish(request, reason, release=True)
 
-    def _sample(self, step: ScheduledStep, logits: torch.Tensor) -> list[Request]:
-        """A token for every sequence whose step reached its last token (forking ``n > 1`` requests first)."""
+    def _sample(self, step: ScheduledStep, out: RunnerOutput) -> list[Request]:
+        """A token for every sequence whose step reached its last token (forking ``n > 1`` requests first).
+
+        ``out`` is the runner's: logits to sample from, or (a stand-in) each row's token itself.
+        """
         rows: list[tuple[int, Request]] = []
         for row, s in enumerate(step.scheduled):
             if not s.samples:
@@ -417,8 +466,11 @@ class LLMEngine:
             rows.append((row, s.seq))
             if s.seq.index == 0 and not s.seq.forked:
                 rows += [(row, child) for child in self._fork(s.seq)]
-        tokens = sample_rows(logits, [(row, r.params, r.generator) for row, r in rows])
-        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu() if self.keep_logprobs else None
+        if isinstance(out, torch.Tensor):
+            tokens = sample_rows(out, [(row, r.params, r.generator) for row, r in rows])
+            logprobs = torch.log_softmax(out.float(), dim=-1).cpu() if self.keep_logprobs else None
+        else:
+            tokens, logprobs = [out[row] for row, _ in rows], None
         for (row, request), token in zip(rows, tokens):
             self.append_token(request, token, None if logprobs is None else logprobs[row])
         return [r for _, r in rows]
@@ -445,7 +497,7 @@ class LLMEngine:
     def _finish(self, request: Request, reason: str, *, release: bool) -> list[RequestOutput]:
         """End one sample; returns its request's output once every sample has ended."""
         if release:
-            self.scheduler.finish(request)
+            self.scheduler.finish(request, release=self.free_finished)
             self.runner.release(request.seq_id)
         samples = self._samples[request.request_id]
         if len(samples) < request.params.n and not self.requests[request.request_id].forked:
@@ -493,6 +545,8 @@ class LLMEngine:
                            counts.resumed_hit_tokens)
 
     def _record(self, step: ScheduledStep) -> None:
+        if not self.keep_history:
+            return
         stats = self.stats()
         if not step.is_empty:
             stats = dataclasses.replace(stats, step_kind=step_kind(step), step_tokens=step.num_tokens,

@@ -1,14 +1,7 @@
-"""The block-table explorer: an ipywidgets view over :class:`ExplorerState`.
+"""The block-table explorer: an ipywidgets view over :class:`ExplorerState` (chapters 2 and 7).
 
-The view is thin on purpose. Buttons and sliders call the state model, then the whole
-picture is re-rendered from a fresh snapshot by the pure SVG renderer. Nothing is drawn
-incrementally, so the picture can never drift from the state.
-
-Where no kernel runs (GitHub, the rendered book, an nbconvert HTML export) a widget shows
-nothing. So the explorer's ``_repr_mimebundle_`` carries ``image/svg+xml`` and
-``text/plain`` of the state at display time beside the widget view; a frontend with a live
-kernel shows the widget, everything else shows the same picture, static. ``picture()``
-takes a fresh static picture after the reader has clicked.
+Every click re-renders the whole picture from a fresh snapshot. ``_repr_mimebundle_`` also
+carries a static SVG of the state, for pages where no kernel runs.
 """
 
 from __future__ import annotations

@@ -1,51 +1,34 @@
-"""The block-table explorer's state: the engine's scheduler and block manager, driven by a reader's clicks.
+"""The block-table explorer's state: the engine, stepped by a reader's clicks (chapters 2 and 7).
 
-This is the model half of the explorer widget, with no widget in it, so tests (and a
-notebook cell) can drive it directly. Each action is one event of a serving engine's memory
-life: a request arrives with its prompt (prefill), every live request grows by one token
-(a decode step), a request forks into a sample that shares its blocks (parallel sampling,
-chapter 7), a request finishes and returns its blocks.
-
-The explorer holds no memory logic of its own. It drives the same
-:class:`~pagedkv_edu.scheduler.Scheduler` over the same :class:`~pagedkv_edu.scheduler.PagedMemory`
-as the engine and :func:`~pagedkv_edu.simulate.simulate`, with the reader in the place of the
-model: a click says what the sequences need (a new prompt, one more token each) and the
-scheduler takes the blocks, so utilisation, waste, copies and preemptions are counted where
-the engine counts them.
-
-A reader will click "decode step" on a full pool, and that must teach rather than crash. So
-actions never raise on a reader's input: they return whether they happened and leave a
-message, and one that fails changes nothing. A decode step is all-or-nothing: it first asks
-every request how many blocks it needs to grow, a copy-on-write block included, and if
-they are more than the free ones it names the requests and grows none (the scheduler would
-preempt the newest; the explorer asks first and refuses instead, since preemption is
-chapter 6). Changing the block size or the pool size rebuilds an empty pool, and the
-message says so.
+The model half of the explorer widget, with no widget in it. The reader takes the model's
+place, as beam search does: a click adds a request (the engine admits and prefills it), gives
+every running sequence one token and runs the engine's ``forward_step`` (a decode step), forks
+or finishes a sequence. A click never raises on a reader's input: a refused one changes
+nothing and says why in ``message``; a decode step that needs more free blocks than there are is
+refused, not preempted (preemption is chapter 6).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
 from ..checks import check_whole, is_whole
+from ..engine.engine import LLMEngine
+from ..engine.request import Request
+from ..engine.runner import StandInRunner
+from ..engine.sampling import SamplingParams
 from ..scheduler import PagedMemory, Scheduler
 from .render import request_label
 from ..engine.snapshot import Snapshot, snapshot
 
-
-@dataclass(eq=False)
-class _Request:
-    """A clicked request as the scheduler sees it: an id and the tokens it must hold (no ids, no model)."""
-
-    seq_id: Hashable
-    num_tokens: int
+_PARAMS = SamplingParams(ignore_eos=True)   # the reader decides when a request finishes
 
 
 class ExplorerState:
-    """A scheduler over a block manager, plus the explorer's bookkeeping: request ids, a step count, a log."""
+    """An engine over a block manager, plus the explorer's bookkeeping: request ids, a step count, a log."""
 
     def __init__(
         self,
@@ -69,8 +52,16 @@ class ExplorerState:
 
     # --- reading ---------------------------------------------------------------------
     @property
+    def scheduler(self) -> Scheduler:
+        return self.engine.scheduler
+
+    @property
+    def memory(self) -> PagedMemory:
+        return self.engine.memory
+
+    @property
     def manager(self) -> BlockManager:
-        return self.memory.manager
+        return self.engine.memory.manager
 
     @property
     def num_blocks(self) -> int:
@@ -95,23 +86,21 @@ class ExplorerState:
         if not is_whole(prompt_tokens) or prompt_tokens < 1:
             self._fail(f"a prompt needs at least 1 token, got {prompt_tokens!r}")
             return None
-        request_id = self._next_id
-        name = request_label(request_id)
+        next_id = len(self.engine.requests)    # the engine numbers requests 0, 1, ...
+        name = request_label(next_id)
         if self.max_seq_len is not None and prompt_tokens > self.max_seq_len:
             self._fail(f"{name}: {prompt_tokens} tokens exceed max_seq_len={self.max_seq_len}; not added")
             return None
         need = -(-prompt_tokens // self.block_size)
-        if not self.memory.can_admit(request_id, prompt_tokens):
+        if not self.memory.can_admit(next_id, prompt_tokens):
             self._fail(f"{name} needs {need} blocks for {prompt_tokens} tokens but only "
                        f"{self.manager.pool.num_free} are free; not added")
             return None
-        request = _Request(request_id, prompt_tokens)
-        self.scheduler.add(request)
-        admitted = self.scheduler.schedule().admitted     # the running are all computed: only the prefill runs
-        assert admitted == [request], admitted
-        self._requests[request_id] = request
+        request_id = self.engine.add_request([0] * prompt_tokens, _PARAMS)
+        step, _ = self.engine.forward_step()     # the running are all computed: only the prefill runs
+        assert step.admitted == [self.engine.requests[request_id]], step.admitted
+        self._requests[request_id] = self.engine.requests[request_id]
         table = self.manager.table(request_id)
-        self._next_id += 1
         self._note(f"add {name}: {prompt_tokens} tokens in blocks {table.block_ids}")
         return request_id
 
@@ -136,8 +125,8 @@ class ExplorerState:
                               f"or enlarge the pool.")
         before = {rid: list(t.block_ids) for rid, t in self.manager.tables.items()}
         for request in self.scheduler.running:              # each sampled one token: its K/V needs a slot
-            request.num_tokens += 1
-        step = self.scheduler.schedule()                    # grows them in order, copying on write
+            self.engine.append_token(request, 0)
+        step, _ = self.engine.forward_step()                # grows them in order, copying on write
         assert not step.preempted, "the blocks were counted above"
         copied = dict((dst, src) for src, dst in step.copies)
         taken = {rid: [b for i, b in enumerate(self.manager.table(rid).block_ids)
@@ -149,11 +138,7 @@ class ExplorerState:
         return True
 
     def fork(self, request_id: Hashable) -> Hashable | None:
-        """A new sample of ``request_id`` sharing all its blocks; its id (``r0.1``, ...), or None.
-
-        Forking takes no block: every block gains a reference. The first decode step that
-        writes into the shared, partly filled last block copies it (copy-on-write).
-        """
+        """A new sample of ``request_id`` sharing all its blocks (no block taken); its id (``r0.1``, ...), or None."""
         if request_id not in self._requests:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             self._fail(f"cannot fork {request_label(request_id)}: not a live request (live: {live})")
@@ -163,9 +148,7 @@ class ExplorerState:
             n += 1
         self._forks[request_id] = n
         child = f"{request_label(request_id)}.{n}"
-        parent = self._requests[request_id]
-        self._requests[child] = _Request(child, parent.num_tokens)
-        self.scheduler.fork(parent, self._requests[child])
+        self._requests[child] = self.engine.fork_sequence(self._requests[request_id], seq_id=child)
         table = self.manager.table(child)
         self._note(f"fork {request_label(request_id)} → {child}: shares blocks {table.block_ids}, no block taken")
         return child
@@ -182,16 +165,12 @@ class ExplorerState:
         return n
 
     def finish(self, request_id: Hashable) -> bool:
-        """Drop ``request_id``'s reference to each of its blocks (last block first).
-
-        A block nobody else holds goes back to the free queue; a shared one stays with the
-        other samples, one reference fewer.
-        """
+        """Drop ``request_id``'s reference to each of its blocks (last first); unshared ones go back to the pool."""
         if request_id not in self._requests:
             live = ", ".join(request_label(r) for r in self.live_requests) or "none"
             return self._fail(f"cannot finish {request_label(request_id)}: not a live request (live: {live})")
         released = self.manager.table(request_id).block_ids[::-1]    # the table returns them last first
-        self.scheduler.finish(self._requests.pop(request_id))
+        self.engine.finish_sequence(self._requests.pop(request_id))
         freed = [b for b in released if self.manager.pool.is_free(b)]
         kept = [b for b in released if b not in freed]
         text = f"finish {request_label(request_id)}: blocks {freed} back to the free queue"
@@ -222,10 +201,9 @@ class ExplorerState:
         else:
             manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
                                         self.max_seq_len)
-        self.memory = PagedMemory(manager)
-        self.scheduler = Scheduler(self.memory)
-        self._requests: dict[Hashable, _Request] = {}
-        self._next_id = 0
+        # The explorer checks max_seq_len itself, with a message; the engine's own check never fires.
+        self.engine = LLMEngine.over(PagedMemory(manager), StandInRunner(), max_seq_len=sys.maxsize)
+        self._requests: dict[Hashable, Request] = {}
         self._step = 0
         self._forks: dict[Hashable, int] = {}
 
