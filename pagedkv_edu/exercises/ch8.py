@@ -288,6 +288,25 @@ QUEUE_CASES: tuple[QueueCase, ...] = (
 )
 
 
+def _apply(op: Op, queue: list[int], refs: list[int], cached: set[int], free_blocks: Callable[..., object],
+           touch: Callable[..., object]) -> None:
+    """One step of a queue case, in place; "free" and "hit" call these two functions (the reader's or ours)."""
+    kind, arg = op
+    if kind == "alloc":
+        for x in queue[:arg]:
+            refs[x] = 1
+            cached.discard(x)
+        queue[:arg] = []
+    elif kind == "share":
+        refs[arg] += 1
+    elif kind == "cache":
+        cached.add(arg)
+    elif kind == "free":
+        free_blocks(queue, refs, list(arg), set(cached))
+    else:
+        touch(queue, refs, arg)
+
+
 def _hidden_queue_cases(count: int = 100, seed: int = 14) -> list[QueueCase]:
     rng = random.Random(seed)
     cases = []
@@ -298,27 +317,17 @@ def _hidden_queue_cases(count: int = 100, seed: int = 14) -> list[QueueCase]:
             held = [x for x in range(n) if refs[x]]
             kind = rng.choice(["alloc", "alloc", "free", "free", "free", "share", "cache", "cache", "hit"])
             if kind == "alloc" and queue:
-                k = rng.randint(1, len(queue))
-                for x in queue[:k]:
-                    refs[x], _ = 1, cached.discard(x)
-                queue[:k] = []
-                ops.append(("alloc", k))
+                op: Op = ("alloc", rng.randint(1, len(queue)))
             elif kind == "free" and held:
-                blocks = rng.sample(held, rng.randint(0, len(held)))
-                reference.free_blocks(queue, refs, blocks, cached)
-                ops.append(("free", tuple(blocks)))
-            elif kind == "share" and held:
-                x = rng.choice(held)
-                refs[x] += 1
-                ops.append(("share", x))
-            elif kind == "cache" and held:
-                x = rng.choice(held)
-                cached.add(x)
-                ops.append(("cache", x))
+                op = ("free", tuple(rng.sample(held, rng.randint(0, len(held)))))
+            elif kind in ("share", "cache") and held:
+                op = (kind, rng.choice(held))
             elif kind == "hit" and cached:
-                x = rng.choice(sorted(cached))
-                reference.touch(queue, refs, x)
-                ops.append(("hit", x))
+                op = ("hit", rng.choice(sorted(cached)))
+            else:
+                continue
+            _apply(op, queue, refs, cached, reference.free_blocks, reference.touch)
+            ops.append(op)
         cases.append(QueueCase(f"hidden case {i + 1}", n, tuple(ops)))
     return cases
 
@@ -344,30 +353,17 @@ def _run_queue(fn: Reader, case: QueueCase) -> list[str]:
     exp_q, exp_r = list(range(case.num_blocks)), [0] * case.num_blocks
     got_q, got_r = list(range(case.num_blocks)), [0] * case.num_blocks
     cached: set[int] = set()
-    for kind, arg in case.ops:
-        if kind == "alloc":
-            for q, r in ((exp_q, exp_r), (got_q, got_r)):
-                for x in q[:arg]:
-                    r[x] = 1
-                    cached.discard(x)
-                q[:arg] = []
-            continue
-        if kind in ("share", "cache"):
-            if kind == "share":
-                exp_r[arg] += 1
-                got_r[arg] += 1
-            else:
-                cached.add(arg)
-            continue
+    for op in case.ops:
+        kind, arg = op
         before, refs = list(got_q), list(got_r)
+        _apply(op, exp_q, exp_r, cached, reference.free_blocks, reference.touch)
+        _apply(op, got_q, got_r, cached, lambda *a: fn("free", *a), lambda *a: fn("hit", *a))
         if kind == "free":
             step = f"free_blocks(free_queue={before}, ref_counts={refs}, blocks={list(arg)}, cached={sorted(cached)})"
-            reference.free_blocks(exp_q, exp_r, list(arg), set(cached))
-            fn("free", got_q, got_r, list(arg), set(cached))
-        else:
+        elif kind == "hit":
             step = f"touch(free_queue={before}, ref_counts={refs}, block={arg})"
-            reference.touch(exp_q, exp_r, arg)
-            fn("hit", got_q, got_r, arg)
+        else:
+            continue
         diff = []
         if list(got_q) != exp_q:
             hint = _queue_hint(before, refs, arg, cached, list(got_q)) if kind == "free" else (
@@ -431,19 +427,7 @@ def _queue_states(case: QueueCase, free_blocks: Callable[..., object], touch: Ca
                   ) -> list[tuple[Op, list[int], list[int]]]:
     """The free queue and reference counts after each step of ``case``, with these two functions."""
     queue, refs, cached, states = list(range(case.num_blocks)), [0] * case.num_blocks, set(), []
-    for kind, arg in case.ops:
-        if kind == "alloc":
-            for x in queue[:arg]:
-                refs[x] = 1
-                cached.discard(x)
-            queue[:arg] = []
-        elif kind == "share":
-            refs[arg] += 1
-        elif kind == "cache":
-            cached.add(arg)
-        elif kind == "free":
-            free_blocks(queue, refs, list(arg), set(cached))
-        else:
-            touch(queue, refs, arg)
-        states.append(((kind, arg), list(queue), list(refs)))
+    for op in case.ops:
+        _apply(op, queue, refs, cached, free_blocks, touch)
+        states.append((op, list(queue), list(refs)))
     return states
