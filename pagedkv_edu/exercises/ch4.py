@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .grading import Raised, Reader, grade, short
+from .grading import Raised, Reader, grade, grade_in_order, short
 from .solutions import ch4 as reference
 
 
@@ -169,7 +169,7 @@ def check_online_softmax_update(
 # valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _dot_floor, _grade, _launch, _np2  # noqa: E402
+from .ch4_triton import Case, Forbidden, _dot_floor, _launch, _np2  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:
@@ -227,7 +227,7 @@ def _run_pad_copy(kernel: object, case: Case) -> list[str]:
 
 def check_pad_copy(kernel: object) -> bool:
     """Puzzle 1: ``out[i] = x[i]`` for ``i < n``, 0 for the rest of the last block; grid (programs,)."""
-    return _grade("pad_copy（帶遮罩的載入）", _pad_copy_cases(), lambda case: _run_pad_copy(kernel, case))
+    return grade_in_order("pad_copy（帶遮罩的載入）", _pad_copy_cases(), lambda case: _run_pad_copy(kernel, case))
 
 
 def _gather_cases() -> list[Case]:
@@ -294,7 +294,7 @@ def _run_gather(kernel: object, case: Case) -> list[str]:
 
 def check_gather_rows(kernel: object) -> bool:
     """Puzzle 2: ``out[i, :] = src[idx[i], :]`` for ``i < n``; grid (cdiv(n, BLOCK_N),)."""
-    return _grade("gather_rows（經由索引收集）", _gather_cases(), lambda case: _run_gather(kernel, case))
+    return grade_in_order("gather_rows（經由索引收集）", _gather_cases(), lambda case: _run_gather(kernel, case))
 
 
 def _stats_cases() -> list[Case]:
@@ -358,7 +358,7 @@ def _run_stats(kernel: object, case: Case) -> list[str]:
 
 def check_row_stats(kernel: object) -> bool:
     """Puzzle 3: per row, the max of its first ``lengths[r]`` values and the sum of exp(x - max); grid (rows,)."""
-    return _grade("row_stats（逐列歸約）", _stats_cases(), lambda case: _run_stats(kernel, case))
+    return grade_in_order("row_stats（逐列歸約）", _stats_cases(), lambda case: _run_stats(kernel, case))
 
 
 def _scores_cases() -> list[Case]:
@@ -418,4 +418,4 @@ def _run_scores(kernel: object, case: Case) -> list[str]:
 
 def check_scores(kernel: object) -> bool:
     """Puzzle 4: ``out[g, j] = scale * q[g]·k[j]`` for keys ``j < n``, -inf after; one program, tl.dot."""
-    return _grade("scores（以 tl.dot 計算分數）", _scores_cases(), lambda case: _run_scores(kernel, case))
+    return grade_in_order("scores（以 tl.dot 計算分數）", _scores_cases(), lambda case: _run_scores(kernel, case))

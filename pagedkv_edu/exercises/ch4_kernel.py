@@ -21,9 +21,9 @@ from typing import Any
 import torch
 
 from .. import runtime
-from . import report
 from ..attention.triton_decode import LOG2E
-from .ch4_triton import NOT_SOLVED, PagedCache, _dot_floor, _launch, _np2, _Unsolved, past_the_table, table_padding
+from .ch4_triton import PagedCache, _dot_floor, _launch, _np2, past_the_table, table_padding
+from .grading import grade_in_order
 from .solutions import ch4_kernel as solution
 
 READER_FILE = Path("my_kernels") / "paged_decode.py"
@@ -281,25 +281,20 @@ def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | Non
     ``mark``: the file the kernels were loaded from; when they pass, a note beside it records the
     file's hash, so that chapter 5 runs exactly the kernels that passed.
     """
-    cases = list(SHOWN_CASES) + HIDDEN_CASES
+    def run(case: KernelCase) -> list[str]:
+        built = build(case)
+        error, out, part, lse = _run(kernel, merge, case, built)
+        if error is not None:
+            return [error]
+        want, tol = reference(built), TOLERANCE[case.dtype]
+        if bool(_close(out, want, tol).all()):
+            return []
+        return _diagnose(kernel, merge, case, built, out, part, lse, want, tol)
+
     name = "paged_decode_kernel + merge_splits_kernel（分頁解碼核心）"
-    try:
-        for i, case in enumerate(cases):
-            built = build(case)
-            error, out, part, lse = _run(kernel, merge, case, built)
-            tol = TOLERANCE[case.dtype]
-            if error is None:
-                want = reference(built)
-                if bool(_close(out, want, tol).all()):
-                    continue
-                problems = _diagnose(kernel, merge, case, built, out, part, lse, want, tol)
-            else:
-                problems = [error]
-            return report(name, [f"{case.name}:"] + ["  " + p for p in problems]
-                          + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
-    except _Unsolved:
-        return report(name, [], not_solved_line=NOT_SOLVED)
-    report(f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases)", [])
+    if not grade_in_order(name, list(SHOWN_CASES) + HIDDEN_CASES, run,
+                          passed=f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases)"):
+        return False
     if mark is not None:
         path = Path(mark)
         _passed_note(path).write_text(_digest(path) + "\n")
