@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .grading import Raised, Reader, as_int, as_int_list, grade, short, span
+from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short, span
 from .solutions import ch2 as reference
 
 MAX_SHOWN = 6   # diff rows printed per failing case
@@ -49,28 +49,24 @@ def edge_length(rng: random.Random, blocks: int, block_size: int) -> int:
     return rng.choice([blocks * block_size, first, rng.randint(first, blocks * block_size)])
 
 
-def _hidden_slot_cases(count: int = 150, seed: int = 2) -> list[SlotCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        length = rng.randint(0, 6)
-        num_blocks = length + rng.randint(1, 24)
-        table = random_table(rng, num_blocks, length)
-        capacity = length * b
-        shape = rng.randrange(4)
-        if shape == 0:      # a whole sequence, a multiple of B tokens long
-            positions = list(range(capacity))
-        elif shape == 1:    # a prefix of it, ending anywhere (0 or 1 tokens included)
-            positions = list(range(rng.randint(0, min(capacity, 1 + rng.randrange(2) * capacity))))
-        else:               # any positions, in any order
-            positions = rng.sample(range(capacity), rng.randint(0, capacity))
-        cases.append(SlotCase(f"hidden case {i + 1}: table {table}, block size {b}, positions {span(positions)}",
-                              tuple(table), b, tuple(positions), num_blocks))
-    return cases
+def _draw_slot_case(rng: random.Random, i: int) -> SlotCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    length = rng.randint(0, 6)
+    num_blocks = length + rng.randint(1, 24)
+    table = random_table(rng, num_blocks, length)
+    capacity = length * b
+    shape = rng.randrange(4)
+    if shape == 0:      # a whole sequence, a multiple of B tokens long
+        positions = list(range(capacity))
+    elif shape == 1:    # a prefix of it, ending anywhere (0 or 1 tokens included)
+        positions = list(range(rng.randint(0, min(capacity, 1 + rng.randrange(2) * capacity))))
+    else:               # any positions, in any order
+        positions = rng.sample(range(capacity), rng.randint(0, capacity))
+    return SlotCase(f"hidden case {i + 1}: table {table}, block size {b}, positions {span(positions)}",
+                    tuple(table), b, tuple(positions), num_blocks)
 
 
-HIDDEN_SLOT_CASES = _hidden_slot_cases()
+HIDDEN_SLOT_CASES = seeded(150, 2, _draw_slot_case)
 
 
 def where(slot: object, block_size: int, table: Sequence[int], num_blocks: int) -> str:
@@ -207,25 +203,21 @@ APPEND_CASES: tuple[AppendCase, ...] = (
 )
 
 
-def _hidden_append_cases(count: int = 100, seed: int = 3) -> list[AppendCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        length = rng.randint(0, 3)
-        tokens = edge_length(rng, length, b)
-        appends = rng.randint(1, 2 * b + 2)
-        needed = -(-(tokens + appends) // b) - length
-        num_blocks = length + needed + rng.randint(0, 4)
-        ids = random_table(rng, num_blocks, num_blocks)
-        table, free = ids[:length], ids[length:]
-        cases.append(AppendCase(f"hidden case {i + 1}: table {table} holds {tokens} tokens, block size {b}, "
-                                f"free list {free}; {appends} tokens arrive", tuple(table), tokens, b, tuple(free),
-                                appends, num_blocks))
-    return cases
+def _draw_append_case(rng: random.Random, i: int) -> AppendCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    length = rng.randint(0, 3)
+    tokens = edge_length(rng, length, b)
+    appends = rng.randint(1, 2 * b + 2)
+    needed = -(-(tokens + appends) // b) - length
+    num_blocks = length + needed + rng.randint(0, 4)
+    ids = random_table(rng, num_blocks, num_blocks)
+    table, free = ids[:length], ids[length:]
+    return AppendCase(f"hidden case {i + 1}: table {table} holds {tokens} tokens, block size {b}, "
+                      f"free list {free}; {appends} tokens arrive", tuple(table), tokens, b, tuple(free),
+                      appends, num_blocks)
 
 
-HIDDEN_APPEND_CASES = _hidden_append_cases()
+HIDDEN_APPEND_CASES = seeded(100, 3, _draw_append_case)
 
 
 def growth_hint(before: Sequence[int], got: Sequence[object], expected: Sequence[int], position: int,

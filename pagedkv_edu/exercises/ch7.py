@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..checks import check_whole
 from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
-from .grading import Raised, Reader, as_int, as_int_list, grade, short
+from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short
 from .predict import check_prediction
 from .solutions import ch7 as reference
 
@@ -57,28 +57,23 @@ def _cow_start(case: CowCase) -> tuple[dict[str, list[int]], list[int], list[int
             list(case.free_blocks))
 
 
-def _hidden_cow_cases(count: int = 80, seed: int = 9) -> list[CowCase]:
+def _draw_cow_case(rng: random.Random, i: int) -> CowCase:
     """A parent forked into one or two children (sometimes next to an unrelated sequence), then random appends."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        n = rng.choice([1, b, b + 1, 2 * b, rng.randint(1, 3 * b)])
-        names = ["parent"] + [f"child{k + 1}" for k in range(rng.randint(1, 2))]
-        other = rng.choice([0, 0, rng.randint(1, 2 * b)])
-        appends = tuple(rng.choice(names + (["other"] if other else [])) for _ in range(rng.randint(3, 8)))
-        used = -(-n // b) + -(-other // b)
-        num_blocks = used + len(appends) + rng.randint(0, 2)
-        ids = random_table(rng, num_blocks, num_blocks)
-        parent = tuple(ids[: -(-n // b)])
-        mine = tuple(ids[len(parent):used])
-        tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
-        cases.append(CowCase(f"hidden case {i + 1}", b, tables, tuple(ids[used:]), appends,
-                             num_blocks))
-    return cases
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    n = rng.choice([1, b, b + 1, 2 * b, rng.randint(1, 3 * b)])
+    names = ["parent"] + [f"child{k + 1}" for k in range(rng.randint(1, 2))]
+    other = rng.choice([0, 0, rng.randint(1, 2 * b)])
+    appends = tuple(rng.choice(names + (["other"] if other else [])) for _ in range(rng.randint(3, 8)))
+    used = -(-n // b) + -(-other // b)
+    num_blocks = used + len(appends) + rng.randint(0, 2)
+    ids = random_table(rng, num_blocks, num_blocks)
+    parent = tuple(ids[: -(-n // b)])
+    mine = tuple(ids[len(parent):used])
+    tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
+    return CowCase(f"hidden case {i + 1}", b, tables, tuple(ids[used:]), appends, num_blocks)
 
 
-HIDDEN_COW_CASES = _hidden_cow_cases()
+HIDDEN_COW_CASES = seeded(80, 9, _draw_cow_case)
 
 
 def _as_copy(x: object) -> tuple[int, int] | None | str:
@@ -206,26 +201,22 @@ def _beam_start(case: BeamCase) -> tuple[list[list[int]], list[int], list[int]]:
             [b for b in range(case.num_blocks) if b not in held])
 
 
-def _hidden_beam_cases(count: int = 80, seed: int = 11) -> list[BeamCase]:
+def _draw_beam_case(rng: random.Random, i: int) -> BeamCase:
     """Beams that share a prompt and parts of their outputs, in a pool of scattered block ids."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        k = rng.randint(1, 6)
-        num_blocks = rng.randint(16, 40)
-        ids = iter(random_table(rng, num_blocks, num_blocks))
-        prompt = [next(ids) for _ in range(rng.randint(1, 3))]
-        tables = [prompt + [next(ids) for _ in range(rng.randint(0, 2))]]
-        for _ in range(k - 1):
-            other = rng.choice(tables)
-            cut = rng.randint(len(prompt), len(other))
-            tables.append(other[:cut] + [next(ids) for _ in range(rng.randint(0, 2))])
-        parents = tuple(rng.choice([rng.randrange(k), 0]) for _ in range(k))
-        cases.append(BeamCase(f"hidden case {i + 1}", tuple(map(tuple, tables)), parents, num_blocks))
-    return cases
+    k = rng.randint(1, 6)
+    num_blocks = rng.randint(16, 40)
+    ids = iter(random_table(rng, num_blocks, num_blocks))
+    prompt = [next(ids) for _ in range(rng.randint(1, 3))]
+    tables = [prompt + [next(ids) for _ in range(rng.randint(0, 2))]]
+    for _ in range(k - 1):
+        other = rng.choice(tables)
+        cut = rng.randint(len(prompt), len(other))
+        tables.append(other[:cut] + [next(ids) for _ in range(rng.randint(0, 2))])
+    parents = tuple(rng.choice([rng.randrange(k), 0]) for _ in range(k))
+    return BeamCase(f"hidden case {i + 1}", tuple(map(tuple, tables)), parents, num_blocks)
 
 
-HIDDEN_BEAM_CASES = _hidden_beam_cases()
+HIDDEN_BEAM_CASES = seeded(80, 11, _draw_beam_case)
 
 
 def _run_beams(fn: Reader, case: BeamCase) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import Reader, as_int_list, grade, short
+from .grading import Reader, as_int_list, grade, seeded, short
 from .solutions import ch8 as reference
 
 Key = tuple[Hashable, tuple[int, ...]]
@@ -49,17 +49,13 @@ CHAIN_CASES: tuple[ChainCase, ...] = (
 )
 
 
-def _hidden_chain_cases(count: int = 120, seed: int = 12) -> list[ChainCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        n = rng.choice([0, 1, b - 1, b, b + 1, 3 * b, rng.randint(0, 6 * b)])
-        cases.append(ChainCase(f"hidden case {i + 1}", tuple(rng.randrange(3) for _ in range(n)), b))
-    return cases
+def _draw_chain_case(rng: random.Random, i: int) -> ChainCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    n = rng.choice([0, 1, b - 1, b, b + 1, 3 * b, rng.randint(0, 6 * b)])
+    return ChainCase(f"hidden case {i + 1}", tuple(rng.randrange(3) for _ in range(n)), b)
 
 
-HIDDEN_CHAIN_CASES = _hidden_chain_cases()
+HIDDEN_CHAIN_CASES = seeded(120, 12, _draw_chain_case)
 
 
 def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
@@ -307,32 +303,28 @@ def _apply(op: Op, queue: list[int], refs: list[int], cached: set[int], free_blo
         touch(queue, refs, arg)
 
 
-def _hidden_queue_cases(count: int = 100, seed: int = 14) -> list[QueueCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        n = rng.randint(1, 11)
-        queue, refs, cached, ops = list(range(n)), [0] * n, set(), []
-        for _ in range(rng.randint(2, 12)):
-            held = [x for x in range(n) if refs[x]]
-            kind = rng.choice(["alloc", "alloc", "free", "free", "free", "share", "cache", "cache", "hit"])
-            if kind == "alloc" and queue:
-                op: Op = ("alloc", rng.randint(1, len(queue)))
-            elif kind == "free" and held:
-                op = ("free", tuple(rng.sample(held, rng.randint(0, len(held)))))
-            elif kind in ("share", "cache") and held:
-                op = (kind, rng.choice(held))
-            elif kind == "hit" and cached:
-                op = ("hit", rng.choice(sorted(cached)))
-            else:
-                continue
-            _apply(op, queue, refs, cached, reference.free_blocks, reference.touch)
-            ops.append(op)
-        cases.append(QueueCase(f"hidden case {i + 1}", n, tuple(ops)))
-    return cases
+def _draw_queue_case(rng: random.Random, i: int) -> QueueCase:
+    n = rng.randint(1, 11)
+    queue, refs, cached, ops = list(range(n)), [0] * n, set(), []
+    for _ in range(rng.randint(2, 12)):
+        held = [x for x in range(n) if refs[x]]
+        kind = rng.choice(["alloc", "alloc", "free", "free", "free", "share", "cache", "cache", "hit"])
+        if kind == "alloc" and queue:
+            op: Op = ("alloc", rng.randint(1, len(queue)))
+        elif kind == "free" and held:
+            op = ("free", tuple(rng.sample(held, rng.randint(0, len(held)))))
+        elif kind in ("share", "cache") and held:
+            op = (kind, rng.choice(held))
+        elif kind == "hit" and cached:
+            op = ("hit", rng.choice(sorted(cached)))
+        else:
+            continue
+        _apply(op, queue, refs, cached, reference.free_blocks, reference.touch)
+        ops.append(op)
+    return QueueCase(f"hidden case {i + 1}", n, tuple(ops))
 
 
-HIDDEN_QUEUE_CASES = _hidden_queue_cases()
+HIDDEN_QUEUE_CASES = seeded(100, 14, _draw_queue_case)
 
 
 def _queue_hint(before: list[int], refs: list[int], blocks: Sequence[int], cached: set[int], got: list[int]) -> str:

@@ -8,6 +8,7 @@ yet" and no case list, so a notebook committed with its stub shows no answers.
 from __future__ import annotations
 
 import numbers
+import random
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -145,6 +146,13 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:   # an array's == is not a bool: not a constant we can judge
         return False
+
+
+def seeded(count: int, seed: int, draw: Callable[[random.Random, int], C]) -> list[C]:
+    """``count`` hidden cases, case ``i`` drawn by ``draw(rng, i)`` from one generator seeded with ``seed``:
+    the same cases in every run, so a failure can be reported and reproduced."""
+    rng = random.Random(seed)
+    return [draw(rng, i) for i in range(count)]
 
 
 # --- values, not spellings -------------------------------------------------------------------------
