@@ -26,7 +26,8 @@ class SlotCase:
 
 
 SLOT_CASES: tuple[SlotCase, ...] = (
-    SlotCase("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16, tuple(range(41)), 16),
+    SlotCase("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16,
+             tuple(range(41)), 16),
     SlotCase("the block-table article: 9 tokens in [7, 1, 3], block size 4", (7, 1, 3), 4, tuple(range(9)), 8),
     SlotCase("positions out of order, block size 8", (5, 0, 9, 2), 8, (31, 0, 8, 17, 7, 24, 16), 12),
     SlotCase("block size 1", (3, 0, 2), 1, (0, 1, 2), 4),
@@ -226,7 +227,8 @@ def growth_hint(before: Sequence[int], got: Sequence[object], expected: Sequence
     grew, should_grow = len(got) > len(before), len(expected) > len(before)
     if should_grow and not grew:
         return [f"position {position} is a multiple of the block size {block_size}: "
-                + ("the table is empty" if not before else "the last block is full") + ", so the token needs a new block"]
+                + ("the table is empty" if not before else "the last block is full")
+                + ", so the token needs a new block"]
     if grew and not should_grow:
         return [f"position {position} is not a multiple of the block size {block_size}: the last block still "
                 f"has {block_size - position % block_size} free slots"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .grading import Raised, Reader, grade, grade_in_order, short
+from .grading import Raised, Reader, grade, grade_in_order, seeded, short
 from .solutions import ch4 as reference
 
 
@@ -47,19 +47,17 @@ SOFTMAX_CASES: tuple[SoftmaxCase, ...] = (
 TOLERANCE = {torch.float64: (1e-9, 1e-12), torch.float32: (1e-4, 1e-6)}
 
 
-def _hidden_softmax_cases(count: int = 40, seed: int = 5) -> list[SoftmaxCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        tiles = tuple(rng.choice((1, 2, 3, 5, 6, 7, 8, 12, 16)) for _ in range(rng.randint(1, 4)))
-        dtype = (torch.float64, torch.float32)[i % 2]
-        case = SoftmaxCase(f"hidden case {i + 1}", tiles, rng.uniform(-4, 4), rng.choice((0.0, 0.0, -30.0, 50.0, 1000.0)),
-                           rng.random() < 0.3, rng.randint(1, 4), rng.randint(1, 6), seed * 1000 + i, dtype)
-        cases.append(case)
-    return cases
+_HIDDEN_SEED = 5
 
 
-HIDDEN_SOFTMAX_CASES = _hidden_softmax_cases()
+def _draw_softmax_case(rng: random.Random, i: int) -> SoftmaxCase:
+    tiles = tuple(rng.choice((1, 2, 3, 5, 6, 7, 8, 12, 16)) for _ in range(rng.randint(1, 4)))
+    return SoftmaxCase(f"hidden case {i + 1}", tiles, rng.uniform(-4, 4), rng.choice((0.0, 0.0, -30.0, 50.0, 1000.0)),
+                       rng.random() < 0.3, rng.randint(1, 4), rng.randint(1, 6), _HIDDEN_SEED * 1000 + i,
+                       (torch.float64, torch.float32)[i % 2])
+
+
+HIDDEN_SOFTMAX_CASES = seeded(40, _HIDDEN_SEED, _draw_softmax_case)
 
 
 def softmax_case_data(case: SoftmaxCase) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -169,7 +167,7 @@ def check_online_softmax_update(
 # valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _dot_floor, _launch, _np2  # noqa: E402
+from .ch4_triton import Case, Forbidden, _dot_floor, _launch  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:

@@ -23,7 +23,7 @@ import torch
 from .. import runtime
 from ..attention.triton_decode import LOG2E
 from .ch4_triton import PagedCache, _dot_floor, _launch, _np2, past_the_table, table_padding
-from .grading import grade_in_order
+from .grading import grade_in_order, seeded
 from .solutions import ch4_kernel as solution
 
 READER_FILE = Path("my_kernels") / "paged_decode.py"
@@ -105,24 +105,23 @@ SHOWN_CASES: tuple[KernelCase, ...] = (
 )
 
 
-def _hidden_cases(count: int = 4, seed: int = 44) -> list[KernelCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice((3, 5, 6, 12, 1, 16))
-        tile = rng.choice((4, 8, 16))
-        kv, group = rng.choice(((1, 1), (1, 3), (2, 2), (2, 4), (3, 3)))
-        lens = tuple(rng.choice((1, b - 1 or 1, b, b + 1, tile, tile + 1, rng.randint(2, 60)))
-                     for _ in range(rng.randint(1, 3)))
-        dtype = (torch.float32, torch.float16, torch.bfloat16, torch.float32)[i % 4]
-        cases.append(KernelCase(
-            f"hidden case {i + 1} (seeded random): block size {b}, tiles of {tile}, {kv * group} query heads on {kv} "
-            f"KV head(s), {len(lens)} sequence(s), {str(dtype).removeprefix('torch.')}",
-            b, kv * group, kv, rng.choice((4, 5, 8)), lens, rng.randint(1, 4), tile, dtype, seed * 100 + i))
-    return cases
+_HIDDEN_SEED = 44
 
 
-HIDDEN_CASES = _hidden_cases()
+def _draw_case(rng: random.Random, i: int) -> KernelCase:
+    b = rng.choice((3, 5, 6, 12, 1, 16))
+    tile = rng.choice((4, 8, 16))
+    kv, group = rng.choice(((1, 1), (1, 3), (2, 2), (2, 4), (3, 3)))
+    lens = tuple(rng.choice((1, b - 1 or 1, b, b + 1, tile, tile + 1, rng.randint(2, 60)))
+                 for _ in range(rng.randint(1, 3)))
+    dtype = (torch.float32, torch.float16, torch.bfloat16, torch.float32)[i % 4]
+    return KernelCase(
+        f"hidden case {i + 1} (seeded random): block size {b}, tiles of {tile}, {kv * group} query heads on {kv} "
+        f"KV head(s), {len(lens)} sequence(s), {str(dtype).removeprefix('torch.')}",
+        b, kv * group, kv, rng.choice((4, 5, 8)), lens, rng.randint(1, 4), tile, dtype, _HIDDEN_SEED * 100 + i)
+
+
+HIDDEN_CASES = seeded(4, _HIDDEN_SEED, _draw_case)
 
 
 @dataclass

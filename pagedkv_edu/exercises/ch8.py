@@ -75,7 +75,8 @@ def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
         why = f"  (the last full block is missing: {len(tokens)} tokens fill {len(expected)} blocks of {b})"
     elif got and got == [strong_hash(None, block) for block in blocks][:len(got)]:
         why = "  (each hash must include its parent's hash, or equal blocks after different beginnings get one hash)"
-    elif got and expected and got[0] != expected[0] and got[0] in (strong_hash(0, blocks[0]), strong_hash(b"", blocks[0])):
+    elif got and expected and got[0] != expected[0] and got[0] in (strong_hash(0, blocks[0]),
+                                                                   strong_hash(b"", blocks[0])):
         why = "  (the first block's parent hash is None)"
     return [f"prompt {short(list(tokens), 80)} ({len(tokens)} tokens), block size {b}",
             f"expected {len(expected)} hash{'es' if len(expected) != 1 else ''} {short(expected, 90)}, "
@@ -178,7 +179,8 @@ def _trace_lookups(count: int = 160, seed: int = 13) -> list[LookupCase]:
 
         for _ in range(rng.randint(3, 9)):
             base = rng.choice(bases)
-            prompt = base[:rng.randint(len(base) // 2, len(base))] + [rng.randrange(vocab) for _ in range(rng.randint(0, b))]
+            prompt = (base[:rng.randint(len(base) // 2, len(base))]
+                      + [rng.randrange(vocab) for _ in range(rng.randint(0, b))])
             prompt = prompt or [rng.randrange(vocab)]
             if rng.random() < 0.6 and len(cases) < count:
                 cases.append(_case(f"hidden case {len(cases) + 1}", prompt, b, dict(table), dict(holds), hash_name))
@@ -260,7 +262,7 @@ def check_cached_prefix_blocks(fn: Callable[..., Sequence[int]]) -> bool:
 
 
 # --- the free queue's order -----------------------------------------------------------------------------
-Op = tuple[str, object]   # ("alloc", n) ("share", block) ("cache", block) ("uncache", block) ("free", blocks) ("hit", block)
+Op = tuple[str, object]   # ("alloc", n) ("share", block) ("cache", block) ("free", blocks) ("hit", block)
 
 
 @dataclass(frozen=True)
