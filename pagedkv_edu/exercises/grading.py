@@ -82,12 +82,8 @@ def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequenc
     case (``return False``, ``return -1``) is a stub, not an attempt.
     """
     reader = Reader(fn)
-    failing: list[tuple[C, list[str]]] = []   # the failing shown cases
     try:   # the shown cases come first: a stub is recognised on them, before any hidden case runs
-        for case in shown:
-            lines = _run_one(run, reader, case)
-            if lines:
-                failing.append((case, lines))
+        failing = [(case, lines) for case in shown if (lines := _run_one(run, reader, case))]
         if failing and reader.results and all(r is None for r in reader.results):
             raise NotSolved("it returns None")
         if constant_is_stub and failing and len(reader.results) == reader.calls and len(shown) > 2:
@@ -96,20 +92,13 @@ def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequenc
                 raise NotSolved(f"it returns {first!r} whatever it is given")
     except NotSolved as stub:
         return report(name, [], not_solved=str(stub))
-    hidden_failing: list[tuple[C, list[str]]] = []   # only the first is kept
-    hidden_count = 0
-    for case in hidden:
-        lines = _run_one(run, reader, case)
-        if lines:
-            hidden_count += 1
-            if not hidden_failing:
-                hidden_failing.append((case, lines))
+    hidden_failing = [(case, lines) for case in hidden if (lines := _run_one(run, reader, case))]
     if not failing and not hidden_failing:
         return report(name, [], shown=len(shown), hidden=len(hidden))
     (case, lines) = (failing or hidden_failing)[0]
     out = [f"{case.name}:"] + ["  " + line for line in lines]
     also = [f'"{c.name}"' for c, _ in failing[1:]]
-    others_hidden = hidden_count - (0 if failing else 1)
+    others_hidden = len(hidden_failing) - (0 if failing else 1)
     if others_hidden:
         also.append(f"{others_hidden} of {len(hidden)} hidden cases")
     if also:
