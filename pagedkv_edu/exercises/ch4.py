@@ -167,7 +167,7 @@ def check_online_softmax_update(
 # valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _dot_floor, _launch  # noqa: E402
+from .ch4_triton import Case, Forbidden, _dot_floor, _first_mismatch, _launch  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:
@@ -339,9 +339,9 @@ def _run_stats(kernel: object, case: Case) -> list[str]:
     if error:
         return [error]
     for name, got, want in (("row_max", mx.cpu().double(), want_max), ("row_sum", sm.cpu().double(), want_sum)):
-        bad = ~torch.isclose(got, want, rtol=1e-5, atol=1e-6)
-        if bool(bad.any()):
-            r = int(bad.nonzero()[0])
+        bad = _first_mismatch(got, want, 1e-5, 1e-6)
+        if bad is not None:
+            (r,) = bad
             lines = [f"{name}[{r}] (a row of {p['lens'][r]} values in a block of {p['block']}): expected "
                      f"{float(want[r]):.6g}, got {float(got[r]):.6g}"]
             if name == "row_max" and float(got[r]) == 0.0 and float(want[r]) < 0:
@@ -400,10 +400,10 @@ def _run_scores(kernel: object, case: Case) -> list[str]:
     if error:
         return [error]
     got = out.cpu().double()
-    ok = torch.isclose(got, want, rtol=1e-5, atol=1e-5) | (torch.isinf(want) & (got == want))
-    if bool(ok.all()):
+    bad = _first_mismatch(got, want, 1e-5, 1e-5)
+    if bad is None:
         return []
-    gi, j = (int(i) for i in (~ok).nonzero()[0])
+    gi, j = bad
     lines = [f"out[{gi}, {j}] (query head {gi}, key {j} of n = {p['n']}): expected {float(want[gi, j]):.5g}, "
              f"got {float(got[gi, j]):.5g}"]
     if j >= p["n"]:

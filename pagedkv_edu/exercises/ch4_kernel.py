@@ -22,7 +22,7 @@ import torch
 
 from .. import runtime
 from ..attention.triton_decode import LOG2E
-from .ch4_triton import PagedCache, _dot_floor, _launch, _np2, past_the_table, table_padding
+from .ch4_triton import PagedCache, _dot_floor, _first_mismatch, _launch, _np2, past_the_table, table_padding
 from .grading import grade_in_order, seeded
 from .solutions import ch4_kernel as solution
 
@@ -224,8 +224,7 @@ def _run(kernel: Any, merge: Any, case: KernelCase, built: Built, *, watch: bool
 def _diagnose(kernel: Any, merge: Any, case: KernelCase, built: Built, out: torch.Tensor, part: torch.Tensor,
               lse: torch.Tensor, want: torch.Tensor, tol: float) -> list[str]:
     """The first wrong value, then the hints whose cause a second computation confirms."""
-    bad = ~_close(out, want, tol)
-    s, h, d = (int(i) for i in bad.nonzero()[0])
+    s, h, d = _first_mismatch(out.cpu().double(), want, tol, tol)
     group = case.num_heads // case.num_kv_heads
     n = case.seq_lens[s]
     lines = [f"sequence {s} ({n} tokens, block size {case.block_size}, {case.num_splits} split(s), tiles of "

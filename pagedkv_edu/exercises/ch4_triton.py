@@ -167,6 +167,14 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
 
 
+def _first_mismatch(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> tuple[int, ...] | None:
+    """The index of the first value of ``got`` off ``want`` by more than the tolerance (NaN always is), or None.
+
+    Equal infinities match: a padded score of -inf is right."""
+    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol)
+    return tuple(int(i) for i in bad.nonzero()[0]) if bool(bad.any()) else None
+
+
 def _where(slot: int, block_size: int) -> str:
     block, offset = divmod(slot, block_size)
     return f"slot {slot} (block {block}, offset {offset} at block size {block_size})"
@@ -701,9 +709,8 @@ def _run_update(fn: object, case: Case) -> list[str]:
         for name, got, w in zip(("m (running max)", "l (running sum)", "acc (running output)"), outs, want):
             got = got.cpu().double()
             scale = w.abs().clamp(min=1.0)
-            bad = ~(torch.isclose(got, w, rtol=UPDATE_RTOL, atol=1e-6) | ((got == w) & torch.isinf(w)))
-            if bool(bad.any()):
-                idx = tuple(int(i) for i in bad.nonzero()[0])
+            idx = _first_mismatch(got, w, UPDATE_RTOL, 1e-6)
+            if idx is not None:
                 rel = float(((got - w).abs() / scale)[idx]) if math.isfinite(float(got[idx])) else math.inf
                 lines = [f"after tile {t + 1} of {p['tiles']} (tiles of {T}, group {G}, head_dim {D}; float32 "
                          f"state against a float64 reference), query row {idx[0]}:",
@@ -815,10 +822,10 @@ def _run_merge(fn: object, case: Case) -> list[str]:
     if error:
         return [error]
     got = out[:, :dim].cpu().double()
-    bad = ~torch.isclose(got, want, rtol=MERGE_RTOL, atol=1e-6)
-    if not bool(bad.any()):
+    bad = _first_mismatch(got, want, MERGE_RTOL, 1e-6)
+    if bad is None:
         return []
-    r, d = (int(i) for i in bad.nonzero()[0])
+    r, d = bad
     err = abs(float(got[r, d]) - float(want[r, d]))
     lines = [f"program {r} (one (token, query head) row), {p['splits'][r]} split(s) of SPLITS_PAD {pad}, "
              f"float32 against float64:",
