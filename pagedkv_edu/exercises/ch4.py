@@ -164,10 +164,11 @@ def check_online_softmax_update(
 # Four small kernels, each meeting one idea of the paged kernel: program ids and a masked load with other=,
 # a gather through an index tensor, a row-wise reduction, and tl.dot. Each grader launches the reader's
 # kernel in the interpreter (compiled on a GPU) with outputs poisoned with NaN and NaN past every
-# valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
+# valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads). A try_* helper runs
+# one case made of its arguments through the grader's own code: inputs, outputs, expected, and its problems.
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _dot_floor, _first_mismatch, _launch  # noqa: E402
+from .ch4_triton import Case, Forbidden, _capture, _dot_floor, _first_mismatch, _launch, _try  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:
@@ -195,16 +196,15 @@ def _pad_copy_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def try_pad_copy(kernel: object, n: int = 10, block: int = 4, programs: int = 3) -> dict:
-    """Run ``kernel[(programs,)](x, out, n, BLOCK=block)`` once; return x, out and the expected out."""
-    x, out, expected = _pad_copy_inputs(dict(n=n, block=block, programs=programs))
-    kernel[(programs,)](x, out, n, BLOCK=block)
-    return dict(x=x[:n].cpu(), out=out.cpu(), expected=expected)
+    """Run ``kernel[(programs,)](x, out, n, BLOCK=block)`` once; return x, out, the expected out, the problems."""
+    return _try(_run_pad_copy, kernel, [Case("the given arguments", dict(n=n, block=block, programs=programs))], 0)
 
 
 def _run_pad_copy(kernel: object, case: Case) -> list[str]:
     p = case.params
     x, out, expected = _pad_copy_inputs(p)
     error = _launch(lambda: kernel[(p["programs"],)](x, out, p["n"], BLOCK=p["block"]))
+    _capture(x=x[:p["n"]].cpu(), out=out.cpu(), expected=expected)
     if error:
         return [error]
     got = out.cpu()
@@ -257,10 +257,8 @@ def _gather_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 def try_gather_rows(kernel: object, idx: tuple[int, ...] = (3, 0, 3, 6, 1), rows: int = 7, dim: int = 4,
                     block: int = 4) -> dict:
     """Run ``kernel[(cdiv(n, block),)](src, idx, out, n, D=dim, BLOCK_N=block)`` once; return src, idx, out."""
-    src, index, out, expected = _gather_inputs(dict(rows=rows, idx=list(idx), dim=dim, block=block))
-    n = len(idx)
-    kernel[(-(-n // block),)](src, index, out, n, D=dim, BLOCK_N=block)
-    return dict(src=src[:rows].cpu(), idx=list(idx), out=out[:n].cpu(), expected=expected)
+    case = Case("the given arguments", dict(rows=rows, idx=list(idx), dim=dim, block=block))
+    return _try(_run_gather, kernel, [case], 0)
 
 
 def _run_gather(kernel: object, case: Case) -> list[str]:
@@ -272,6 +270,7 @@ def _run_gather(kernel: object, case: Case) -> list[str]:
     forbidden = (Forbidden(idx.data_ptr() + n * item, idx.data_ptr() + idx.numel() * item, "idx", item),)
     error = _launch(lambda: kernel[(-(-n // p["block"]),)](src, idx, out, n, D=p["dim"], BLOCK_N=p["block"]),
                     reads, forbidden)
+    _capture(src=src[:p["rows"]].cpu(), idx=list(p["idx"]), out=out[:n].cpu(), expected=expected)
     if error:
         return [error]
     got = out.cpu()
@@ -326,16 +325,15 @@ def _stats_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, to
 
 def try_row_stats(kernel: object, lens: tuple[int, ...] = (5, 1, 8), block: int = 8) -> dict:
     """Run ``kernel[(rows,)](x, lengths, row_max, row_sum, x.stride(0), BLOCK=block)`` once."""
-    x, lengths, mx, sm, want_max, want_sum = _stats_inputs(dict(lens=list(lens), block=block))
-    kernel[(len(lens),)](x, lengths, mx, sm, x.stride(0), BLOCK=block)
-    return dict(x=[x[r, :n].cpu() for r, n in enumerate(lens)], row_max=mx.cpu(), row_sum=sm.cpu(),
-                expected_max=want_max.float(), expected_sum=want_sum.float())
+    return _try(_run_stats, kernel, [Case("the given arguments", dict(lens=list(lens), block=block))], 0)
 
 
 def _run_stats(kernel: object, case: Case) -> list[str]:
     p = case.params
     x, lengths, mx, sm, want_max, want_sum = _stats_inputs(p)
     error = _launch(lambda: kernel[(len(p["lens"]),)](x, lengths, mx, sm, x.stride(0), BLOCK=p["block"]))
+    _capture(x=[x[r, :n].cpu() for r, n in enumerate(p["lens"])], row_max=mx.cpu(), row_sum=sm.cpu(),
+             expected_max=want_max.float(), expected_sum=want_sum.float())
     if error:
         return [error]
     for name, got, want in (("row_max", mx.cpu().double(), want_max), ("row_sum", sm.cpu().double(), want_sum)):
@@ -388,15 +386,14 @@ def _scores_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 
 def try_scores(kernel: object, g: int = 4, n: int = 5, d: int = 8, block: int = 8) -> dict:
     """Run ``kernel[(1,)](q, k, out, n, scale, G=g, D=d, BLOCK_N=block)`` once; return q, k, out and expected."""
-    q, k, out, want, scale, meta = _scores_inputs(dict(g=g, n=n, d=d, block=block))
-    kernel[(1,)](q, k, out, n, scale, **meta)
-    return dict(q=q.cpu(), k=k[:n].cpu(), scale=scale, out=out.cpu(), expected=want.float())
+    return _try(_run_scores, kernel, [Case("the given arguments", dict(g=g, n=n, d=d, block=block))], 0)
 
 
 def _run_scores(kernel: object, case: Case) -> list[str]:
     p = case.params
     q, k, out, want, scale, meta = _scores_inputs(p)
     error = _launch(lambda: kernel[(1,)](q, k, out, p["n"], scale, **meta))
+    _capture(q=q.cpu(), k=k[:p["n"]].cpu(), scale=scale, out=out.cpu(), expected=want.float())
     if error:
         return [error]
     got = out.cpu().double()
