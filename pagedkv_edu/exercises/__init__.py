@@ -12,18 +12,17 @@ RESULTS: dict[str, bool] = {}
 
 
 def report(name: str, failures: list[str], *, not_solved: str | None = None, shown: int = 0,
-           hidden: int = 0, not_solved_line: str | None = None) -> bool:
+           hidden: int = 0) -> bool:
     """Print a grader's verdict, record it in :data:`RESULTS` and return it: a tick, a cross with the
     lines of ``failures``, or, when ``not_solved`` says how the function showed itself to be the stub,
-    a neutral note (``not_solved_line`` replaces the whole note after the name).
+    a neutral note.
 
     ``shown`` and ``hidden`` (optional) are the numbers of cases a passing function was tried on.
     """
     key = name.split(" (")[0]
-    if not_solved is not None or not_solved_line is not None:
+    if not_solved is not None:
         RESULTS[key] = False
-        print(f"○ {name}: " + (not_solved_line or f"not solved yet ({not_solved}). Write your version above and "
-                                                  f"run the cell again."))
+        print(f"○ {name}: not solved yet ({not_solved}). Write your version above and run the cell again.")
         return False
     RESULTS[key] = not failures
     if not failures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from .grading import ArgsCase, Reader, as_int, grade, short
+from .grading import ArgsCase, Reader, as_int, grade, seeded, short
 from .solutions import ch1 as reference
 
 
@@ -24,25 +24,21 @@ FIRST_FIT_CASES: tuple[tuple[str, tuple[tuple[int, int], ...], int], ...] = (
 )
 
 
-def _hidden_first_fit(count: int = 200, seed: int = 1) -> list[ArgsCase]:
+def _draw_first_fit(rng: random.Random, i: int) -> ArgsCase:
     """Non-overlapping holes in random order; sizes that fit one hole exactly, fit none, or are 1."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        holes, address = [], rng.randint(0, 50)
-        for _ in range(rng.randint(0, 6)):
-            size = rng.randint(1, 3000)
-            holes.append((address, size))
-            address += size + rng.randint(1, 2000)
-        rng.shuffle(holes)
-        sizes = [h for _, h in holes] or [5]
-        size = rng.choice([rng.choice(sizes), rng.choice(sizes) + 1, max(sizes) + rng.randint(1, 99),
-                           1, rng.randint(1, 3000)])
-        cases.append(ArgsCase(f"hidden case {i + 1}", (tuple(holes), size)))
-    return cases
+    holes, address = [], rng.randint(0, 50)
+    for _ in range(rng.randint(0, 6)):
+        size = rng.randint(1, 3000)
+        holes.append((address, size))
+        address += size + rng.randint(1, 2000)
+    rng.shuffle(holes)
+    sizes = [h for _, h in holes] or [5]
+    size = rng.choice([rng.choice(sizes), rng.choice(sizes) + 1, max(sizes) + rng.randint(1, 99),
+                       1, rng.randint(1, 3000)])
+    return ArgsCase(f"hidden case {i + 1}", (tuple(holes), size))
 
 
-HIDDEN_FIRST_FIT = _hidden_first_fit()
+HIDDEN_FIRST_FIT = seeded(200, 1, _draw_first_fit)
 
 
 def _run_first_fit(fn: Reader, case: ArgsCase) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..routing import HybridThresholds, route
 from ..routing_workloads import WORKLOADS
-from .grading import ArgsCase, Reader, as_int, grade, short
+from .grading import ArgsCase, Reader, as_int, grade, seeded, short
 from .solutions import ch11 as reference
 
 CONCEPT = "混合路由（hybrid routing）"
@@ -60,27 +60,23 @@ def trace_cases() -> tuple[ArgsCase, ...]:
     return tuple(cases)
 
 
-def _edge_cases(count: int = 300, seed: int = 11) -> list[ArgsCase]:
+def _draw_edge_case(rng: random.Random, i: int) -> ArgsCase:
     """Loads and matches at the thresholds' edges; thresholds with exact binary fractions (no rounding at the edge)."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        n = rng.randint(1, 8)
-        cache, absolute, rel = rng.choice((0.25, 0.5, 0.375, 0.125)), rng.randint(0, 12), rng.choice((1.25, 1.5, 2.0))
-        low = rng.choice((0, 1, 2, 4, 8, rng.randint(0, 40)))
-        high = rng.choice((low + absolute, low + absolute + 1, int(rel * low), int(rel * low) + 1, low,
-                           rng.randint(low, low + 30)))
-        loads = [rng.randint(low, max(low, high)) for _ in range(n)]
-        loads[rng.randrange(n)], loads[rng.randrange(n)] = low, high
-        prompt_len = rng.choice((16, 64, 100, 640, 1000)) * 8
-        edge = int(cache * prompt_len)
-        matches = [rng.choice((0, 0, edge - 8, edge, edge + 8, rng.randint(0, prompt_len))) for _ in range(n)]
-        matches = [max(0, min(prompt_len - 1, m)) for m in matches]
-        cases.append(ArgsCase(f"hidden case {i + 1}", (loads, matches, prompt_len, cache, absolute, rel)))
-    return cases
+    n = rng.randint(1, 8)
+    cache, absolute, rel = rng.choice((0.25, 0.5, 0.375, 0.125)), rng.randint(0, 12), rng.choice((1.25, 1.5, 2.0))
+    low = rng.choice((0, 1, 2, 4, 8, rng.randint(0, 40)))
+    high = rng.choice((low + absolute, low + absolute + 1, int(rel * low), int(rel * low) + 1, low,
+                       rng.randint(low, low + 30)))
+    loads = [rng.randint(low, max(low, high)) for _ in range(n)]
+    loads[rng.randrange(n)], loads[rng.randrange(n)] = low, high
+    prompt_len = rng.choice((16, 64, 100, 640, 1000)) * 8
+    edge = int(cache * prompt_len)
+    matches = [rng.choice((0, 0, edge - 8, edge, edge + 8, rng.randint(0, prompt_len))) for _ in range(n)]
+    matches = [max(0, min(prompt_len - 1, m)) for m in matches]
+    return ArgsCase(f"hidden case {i + 1}", (loads, matches, prompt_len, cache, absolute, rel))
 
 
-HIDDEN_EDGE_CASES = _edge_cases()
+HIDDEN_EDGE_CASES = seeded(300, 11, _draw_edge_case)
 
 
 def _hint(got: int, args: tuple[Any, ...]) -> str:

@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .grading import Raised, Reader, as_int, as_int_list, grade, short, span
+from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short, span
 from .solutions import ch2 as reference
 
 MAX_SHOWN = 6   # diff rows printed per failing case
@@ -26,7 +26,8 @@ class SlotCase:
 
 
 SLOT_CASES: tuple[SlotCase, ...] = (
-    SlotCase("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16, tuple(range(41)), 16),
+    SlotCase("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16,
+             tuple(range(41)), 16),
     SlotCase("the block-table article: 9 tokens in [7, 1, 3], block size 4", (7, 1, 3), 4, tuple(range(9)), 8),
     SlotCase("positions out of order, block size 8", (5, 0, 9, 2), 8, (31, 0, 8, 17, 7, 24, 16), 12),
     SlotCase("block size 1", (3, 0, 2), 1, (0, 1, 2), 4),
@@ -49,28 +50,24 @@ def edge_length(rng: random.Random, blocks: int, block_size: int) -> int:
     return rng.choice([blocks * block_size, first, rng.randint(first, blocks * block_size)])
 
 
-def _hidden_slot_cases(count: int = 150, seed: int = 2) -> list[SlotCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        length = rng.randint(0, 6)
-        num_blocks = length + rng.randint(1, 24)
-        table = random_table(rng, num_blocks, length)
-        capacity = length * b
-        shape = rng.randrange(4)
-        if shape == 0:      # a whole sequence, a multiple of B tokens long
-            positions = list(range(capacity))
-        elif shape == 1:    # a prefix of it, ending anywhere (0 or 1 tokens included)
-            positions = list(range(rng.randint(0, min(capacity, 1 + rng.randrange(2) * capacity))))
-        else:               # any positions, in any order
-            positions = rng.sample(range(capacity), rng.randint(0, capacity))
-        cases.append(SlotCase(f"hidden case {i + 1}: table {table}, block size {b}, positions {span(positions)}",
-                              tuple(table), b, tuple(positions), num_blocks))
-    return cases
+def _draw_slot_case(rng: random.Random, i: int) -> SlotCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    length = rng.randint(0, 6)
+    num_blocks = length + rng.randint(1, 24)
+    table = random_table(rng, num_blocks, length)
+    capacity = length * b
+    shape = rng.randrange(4)
+    if shape == 0:      # a whole sequence, a multiple of B tokens long
+        positions = list(range(capacity))
+    elif shape == 1:    # a prefix of it, ending anywhere (0 or 1 tokens included)
+        positions = list(range(rng.randint(0, min(capacity, 1 + rng.randrange(2) * capacity))))
+    else:               # any positions, in any order
+        positions = rng.sample(range(capacity), rng.randint(0, capacity))
+    return SlotCase(f"hidden case {i + 1}: table {table}, block size {b}, positions {span(positions)}",
+                    tuple(table), b, tuple(positions), num_blocks)
 
 
-HIDDEN_SLOT_CASES = _hidden_slot_cases()
+HIDDEN_SLOT_CASES = seeded(150, 2, _draw_slot_case)
 
 
 def where(slot: object, block_size: int, table: Sequence[int], num_blocks: int) -> str:
@@ -207,25 +204,21 @@ APPEND_CASES: tuple[AppendCase, ...] = (
 )
 
 
-def _hidden_append_cases(count: int = 100, seed: int = 3) -> list[AppendCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        length = rng.randint(0, 3)
-        tokens = edge_length(rng, length, b)
-        appends = rng.randint(1, 2 * b + 2)
-        needed = -(-(tokens + appends) // b) - length
-        num_blocks = length + needed + rng.randint(0, 4)
-        ids = random_table(rng, num_blocks, num_blocks)
-        table, free = ids[:length], ids[length:]
-        cases.append(AppendCase(f"hidden case {i + 1}: table {table} holds {tokens} tokens, block size {b}, "
-                                f"free list {free}; {appends} tokens arrive", tuple(table), tokens, b, tuple(free),
-                                appends, num_blocks))
-    return cases
+def _draw_append_case(rng: random.Random, i: int) -> AppendCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    length = rng.randint(0, 3)
+    tokens = edge_length(rng, length, b)
+    appends = rng.randint(1, 2 * b + 2)
+    needed = -(-(tokens + appends) // b) - length
+    num_blocks = length + needed + rng.randint(0, 4)
+    ids = random_table(rng, num_blocks, num_blocks)
+    table, free = ids[:length], ids[length:]
+    return AppendCase(f"hidden case {i + 1}: table {table} holds {tokens} tokens, block size {b}, "
+                      f"free list {free}; {appends} tokens arrive", tuple(table), tokens, b, tuple(free),
+                      appends, num_blocks)
 
 
-HIDDEN_APPEND_CASES = _hidden_append_cases()
+HIDDEN_APPEND_CASES = seeded(100, 3, _draw_append_case)
 
 
 def growth_hint(before: Sequence[int], got: Sequence[object], expected: Sequence[int], position: int,
@@ -234,7 +227,8 @@ def growth_hint(before: Sequence[int], got: Sequence[object], expected: Sequence
     grew, should_grow = len(got) > len(before), len(expected) > len(before)
     if should_grow and not grew:
         return [f"position {position} is a multiple of the block size {block_size}: "
-                + ("the table is empty" if not before else "the last block is full") + ", so the token needs a new block"]
+                + ("the table is empty" if not before else "the last block is full")
+                + ", so the token needs a new block"]
     if grew and not should_grow:
         return [f"position {position} is not a multiple of the block size {block_size}: the last block still "
                 f"has {block_size - position % block_size} free slots"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, edge_length, random_table
-from .grading import Raised, Reader, grade, short
+from .grading import Raised, Reader, grade, seeded, short
 from .solutions import ch3 as reference
 
 MAX_SHOWN = 4  # wrong positions printed per failing case
@@ -47,24 +47,23 @@ GATHER_CASES: tuple[GatherCase, ...] = (
 CACHE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 
-def _hidden_gather_cases(count: int = 60, seed: int = 4) -> list[GatherCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        used = rng.randint(0, 4)
-        seq_len = edge_length(rng, used, b)
-        num_blocks = used + rng.randint(1, 6)
-        table = random_table(rng, num_blocks, used) + rng.choice([[], [-1], [-1, -1]])
-        dtype = CACHE_DTYPES[i % len(CACHE_DTYPES)]
-        cases.append(GatherCase(
-            f"hidden case {i + 1}: {seq_len} tokens in table {table}, block size {b}, "
-            f"{num_blocks} blocks, {str(dtype).removeprefix('torch.')} cache",
-            num_blocks, b, tuple(table), seq_len, dtype, rng.randint(1, 3), rng.randint(2, 5), seed * 1000 + i))
-    return cases
+_HIDDEN_SEED = 4
 
 
-HIDDEN_GATHER_CASES = _hidden_gather_cases()
+def _draw_gather_case(rng: random.Random, i: int) -> GatherCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    used = rng.randint(0, 4)
+    seq_len = edge_length(rng, used, b)
+    num_blocks = used + rng.randint(1, 6)
+    table = random_table(rng, num_blocks, used) + rng.choice([[], [-1], [-1, -1]])
+    dtype = CACHE_DTYPES[i % len(CACHE_DTYPES)]
+    return GatherCase(f"hidden case {i + 1}: {seq_len} tokens in table {table}, block size {b}, "
+                      f"{num_blocks} blocks, {str(dtype).removeprefix('torch.')} cache",
+                      num_blocks, b, tuple(table), seq_len, dtype, rng.randint(1, 3), rng.randint(2, 5),
+                      _HIDDEN_SEED * 1000 + i)
+
+
+HIDDEN_GATHER_CASES = seeded(60, _HIDDEN_SEED, _draw_gather_case)
 
 
 def slot_numbered_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2, head_dim: int = 3) -> torch.Tensor:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .grading import Raised, Reader, grade, short
+from .grading import Raised, Reader, grade, grade_in_order, seeded, short
 from .solutions import ch4 as reference
 
 
@@ -47,19 +47,17 @@ SOFTMAX_CASES: tuple[SoftmaxCase, ...] = (
 TOLERANCE = {torch.float64: (1e-9, 1e-12), torch.float32: (1e-4, 1e-6)}
 
 
-def _hidden_softmax_cases(count: int = 40, seed: int = 5) -> list[SoftmaxCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        tiles = tuple(rng.choice((1, 2, 3, 5, 6, 7, 8, 12, 16)) for _ in range(rng.randint(1, 4)))
-        dtype = (torch.float64, torch.float32)[i % 2]
-        case = SoftmaxCase(f"hidden case {i + 1}", tiles, rng.uniform(-4, 4), rng.choice((0.0, 0.0, -30.0, 50.0, 1000.0)),
-                           rng.random() < 0.3, rng.randint(1, 4), rng.randint(1, 6), seed * 1000 + i, dtype)
-        cases.append(case)
-    return cases
+_HIDDEN_SEED = 5
 
 
-HIDDEN_SOFTMAX_CASES = _hidden_softmax_cases()
+def _draw_softmax_case(rng: random.Random, i: int) -> SoftmaxCase:
+    tiles = tuple(rng.choice((1, 2, 3, 5, 6, 7, 8, 12, 16)) for _ in range(rng.randint(1, 4)))
+    return SoftmaxCase(f"hidden case {i + 1}", tiles, rng.uniform(-4, 4), rng.choice((0.0, 0.0, -30.0, 50.0, 1000.0)),
+                       rng.random() < 0.3, rng.randint(1, 4), rng.randint(1, 6), _HIDDEN_SEED * 1000 + i,
+                       (torch.float64, torch.float32)[i % 2])
+
+
+HIDDEN_SOFTMAX_CASES = seeded(40, _HIDDEN_SEED, _draw_softmax_case)
 
 
 def softmax_case_data(case: SoftmaxCase) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -166,10 +164,11 @@ def check_online_softmax_update(
 # Four small kernels, each meeting one idea of the paged kernel: program ids and a masked load with other=,
 # a gather through an index tensor, a row-wise reduction, and tl.dot. Each grader launches the reader's
 # kernel in the interpreter (compiled on a GPU) with outputs poisoned with NaN and NaN past every
-# valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads).
+# valid input, and a masked load without other= reading NaN (ch4_triton.watched_loads). A try_* helper runs
+# one case made of its arguments through the grader's own code: inputs, outputs, expected, and its problems.
 
 from .. import runtime  # noqa: E402
-from .ch4_triton import Case, Forbidden, _dot_floor, _grade, _launch, _np2  # noqa: E402
+from .ch4_triton import Case, Forbidden, _capture, _dot_floor, _first_mismatch, _launch, _try  # noqa: E402
 
 
 def _pad_copy_cases() -> list[Case]:
@@ -197,16 +196,15 @@ def _pad_copy_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def try_pad_copy(kernel: object, n: int = 10, block: int = 4, programs: int = 3) -> dict:
-    """Run ``kernel[(programs,)](x, out, n, BLOCK=block)`` once; return x, out and the expected out."""
-    x, out, expected = _pad_copy_inputs(dict(n=n, block=block, programs=programs))
-    kernel[(programs,)](x, out, n, BLOCK=block)
-    return dict(x=x[:n].cpu(), out=out.cpu(), expected=expected)
+    """Run ``kernel[(programs,)](x, out, n, BLOCK=block)`` once; return x, out, the expected out, the problems."""
+    return _try(_run_pad_copy, kernel, [Case("the given arguments", dict(n=n, block=block, programs=programs))], 0)
 
 
 def _run_pad_copy(kernel: object, case: Case) -> list[str]:
     p = case.params
     x, out, expected = _pad_copy_inputs(p)
     error = _launch(lambda: kernel[(p["programs"],)](x, out, p["n"], BLOCK=p["block"]))
+    _capture(x=x[:p["n"]].cpu(), out=out.cpu(), expected=expected)
     if error:
         return [error]
     got = out.cpu()
@@ -227,7 +225,7 @@ def _run_pad_copy(kernel: object, case: Case) -> list[str]:
 
 def check_pad_copy(kernel: object) -> bool:
     """Puzzle 1: ``out[i] = x[i]`` for ``i < n``, 0 for the rest of the last block; grid (programs,)."""
-    return _grade("pad_copy（帶遮罩的載入）", _pad_copy_cases(), lambda case: _run_pad_copy(kernel, case))
+    return grade_in_order("pad_copy（帶遮罩的載入）", _pad_copy_cases(), lambda case: _run_pad_copy(kernel, case))
 
 
 def _gather_cases() -> list[Case]:
@@ -259,10 +257,8 @@ def _gather_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 def try_gather_rows(kernel: object, idx: tuple[int, ...] = (3, 0, 3, 6, 1), rows: int = 7, dim: int = 4,
                     block: int = 4) -> dict:
     """Run ``kernel[(cdiv(n, block),)](src, idx, out, n, D=dim, BLOCK_N=block)`` once; return src, idx, out."""
-    src, index, out, expected = _gather_inputs(dict(rows=rows, idx=list(idx), dim=dim, block=block))
-    n = len(idx)
-    kernel[(-(-n // block),)](src, index, out, n, D=dim, BLOCK_N=block)
-    return dict(src=src[:rows].cpu(), idx=list(idx), out=out[:n].cpu(), expected=expected)
+    case = Case("the given arguments", dict(rows=rows, idx=list(idx), dim=dim, block=block))
+    return _try(_run_gather, kernel, [case], 0)
 
 
 def _run_gather(kernel: object, case: Case) -> list[str]:
@@ -274,6 +270,7 @@ def _run_gather(kernel: object, case: Case) -> list[str]:
     forbidden = (Forbidden(idx.data_ptr() + n * item, idx.data_ptr() + idx.numel() * item, "idx", item),)
     error = _launch(lambda: kernel[(-(-n // p["block"]),)](src, idx, out, n, D=p["dim"], BLOCK_N=p["block"]),
                     reads, forbidden)
+    _capture(src=src[:p["rows"]].cpu(), idx=list(p["idx"]), out=out[:n].cpu(), expected=expected)
     if error:
         return [error]
     got = out.cpu()
@@ -294,7 +291,7 @@ def _run_gather(kernel: object, case: Case) -> list[str]:
 
 def check_gather_rows(kernel: object) -> bool:
     """Puzzle 2: ``out[i, :] = src[idx[i], :]`` for ``i < n``; grid (cdiv(n, BLOCK_N),)."""
-    return _grade("gather_rows（經由索引收集）", _gather_cases(), lambda case: _run_gather(kernel, case))
+    return grade_in_order("gather_rows（經由索引收集）", _gather_cases(), lambda case: _run_gather(kernel, case))
 
 
 def _stats_cases() -> list[Case]:
@@ -328,22 +325,21 @@ def _stats_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, to
 
 def try_row_stats(kernel: object, lens: tuple[int, ...] = (5, 1, 8), block: int = 8) -> dict:
     """Run ``kernel[(rows,)](x, lengths, row_max, row_sum, x.stride(0), BLOCK=block)`` once."""
-    x, lengths, mx, sm, want_max, want_sum = _stats_inputs(dict(lens=list(lens), block=block))
-    kernel[(len(lens),)](x, lengths, mx, sm, x.stride(0), BLOCK=block)
-    return dict(x=[x[r, :n].cpu() for r, n in enumerate(lens)], row_max=mx.cpu(), row_sum=sm.cpu(),
-                expected_max=want_max.float(), expected_sum=want_sum.float())
+    return _try(_run_stats, kernel, [Case("the given arguments", dict(lens=list(lens), block=block))], 0)
 
 
 def _run_stats(kernel: object, case: Case) -> list[str]:
     p = case.params
     x, lengths, mx, sm, want_max, want_sum = _stats_inputs(p)
     error = _launch(lambda: kernel[(len(p["lens"]),)](x, lengths, mx, sm, x.stride(0), BLOCK=p["block"]))
+    _capture(x=[x[r, :n].cpu() for r, n in enumerate(p["lens"])], row_max=mx.cpu(), row_sum=sm.cpu(),
+             expected_max=want_max.float(), expected_sum=want_sum.float())
     if error:
         return [error]
     for name, got, want in (("row_max", mx.cpu().double(), want_max), ("row_sum", sm.cpu().double(), want_sum)):
-        bad = ~torch.isclose(got, want, rtol=1e-5, atol=1e-6)
-        if bool(bad.any()):
-            r = int(bad.nonzero()[0])
+        bad = _first_mismatch(got, want, 1e-5, 1e-6)
+        if bad is not None:
+            (r,) = bad
             lines = [f"{name}[{r}] (a row of {p['lens'][r]} values in a block of {p['block']}): expected "
                      f"{float(want[r]):.6g}, got {float(got[r]):.6g}"]
             if name == "row_max" and float(got[r]) == 0.0 and float(want[r]) < 0:
@@ -358,7 +354,7 @@ def _run_stats(kernel: object, case: Case) -> list[str]:
 
 def check_row_stats(kernel: object) -> bool:
     """Puzzle 3: per row, the max of its first ``lengths[r]`` values and the sum of exp(x - max); grid (rows,)."""
-    return _grade("row_stats（逐列歸約）", _stats_cases(), lambda case: _run_stats(kernel, case))
+    return grade_in_order("row_stats（逐列歸約）", _stats_cases(), lambda case: _run_stats(kernel, case))
 
 
 def _scores_cases() -> list[Case]:
@@ -390,22 +386,21 @@ def _scores_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 
 def try_scores(kernel: object, g: int = 4, n: int = 5, d: int = 8, block: int = 8) -> dict:
     """Run ``kernel[(1,)](q, k, out, n, scale, G=g, D=d, BLOCK_N=block)`` once; return q, k, out and expected."""
-    q, k, out, want, scale, meta = _scores_inputs(dict(g=g, n=n, d=d, block=block))
-    kernel[(1,)](q, k, out, n, scale, **meta)
-    return dict(q=q.cpu(), k=k[:n].cpu(), scale=scale, out=out.cpu(), expected=want.float())
+    return _try(_run_scores, kernel, [Case("the given arguments", dict(g=g, n=n, d=d, block=block))], 0)
 
 
 def _run_scores(kernel: object, case: Case) -> list[str]:
     p = case.params
     q, k, out, want, scale, meta = _scores_inputs(p)
     error = _launch(lambda: kernel[(1,)](q, k, out, p["n"], scale, **meta))
+    _capture(q=q.cpu(), k=k[:p["n"]].cpu(), scale=scale, out=out.cpu(), expected=want.float())
     if error:
         return [error]
     got = out.cpu().double()
-    ok = torch.isclose(got, want, rtol=1e-5, atol=1e-5) | (torch.isinf(want) & (got == want))
-    if bool(ok.all()):
+    bad = _first_mismatch(got, want, 1e-5, 1e-5)
+    if bad is None:
         return []
-    gi, j = (int(i) for i in (~ok).nonzero()[0])
+    gi, j = bad
     lines = [f"out[{gi}, {j}] (query head {gi}, key {j} of n = {p['n']}): expected {float(want[gi, j]):.5g}, "
              f"got {float(got[gi, j]):.5g}"]
     if j >= p["n"]:
@@ -418,4 +413,4 @@ def _run_scores(kernel: object, case: Case) -> list[str]:
 
 def check_scores(kernel: object) -> bool:
     """Puzzle 4: ``out[g, j] = scale * q[g]·k[j]`` for keys ``j < n``, -inf after; one program, tl.dot."""
-    return _grade("scores（以 tl.dot 計算分數）", _scores_cases(), lambda case: _run_scores(kernel, case))
+    return grade_in_order("scores（以 tl.dot 計算分數）", _scores_cases(), lambda case: _run_scores(kernel, case))

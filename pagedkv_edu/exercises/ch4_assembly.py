@@ -8,18 +8,18 @@ Chapter 4 (notebooks/04_triton_decode_kernel.ipynb) teaches the grid and split-K
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import torch
 
 from .. import runtime
+from ..attention import AttentionFn
 from ..attention.triton_decode import LOG2E, choose_num_splits, launch_config
+from ..attention.validate import check_paged_inputs
 from .solutions import ch4_triton as solution
 
 import triton  # noqa: E402  (runtime chose the interpreter or a GPU first)
 import triton.language as tl  # noqa: E402
 
-AttentionFn = Callable[..., torch.Tensor]
 
 DEFAULT_TILE_N = 64
 """Key positions per loop iteration: the interpreter runs fewer, larger tiles faster."""
@@ -130,30 +130,6 @@ def assembled_merge_kernel(part_ptr,     # float32 [num_tokens, num_heads, num_s
     tl.store(out_ptr + token * stride_ot + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty), mask=mask_d)
 
 
-def _check_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                  seq_lens: torch.Tensor, query_start_loc: torch.Tensor) -> None:
-    """The shape checks this kernel needs, raised before a launch (the dispatcher checks the rest)."""
-    if q.dim() != 3 or k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
-        raise ValueError(f"expected q [tokens, heads, head_dim] and equal NHD caches, got q {tuple(q.shape)}, "
-                         f"k_cache {tuple(k_cache.shape)}, v_cache {tuple(v_cache.shape)}")
-    if q.shape[1] % k_cache.shape[2] or q.shape[2] != k_cache.shape[3]:
-        raise ValueError(f"q's {q.shape[1]} heads of size {q.shape[2]} do not fit the cache's "
-                         f"{k_cache.shape[2]} KV heads of size {k_cache.shape[3]}")
-    num_seqs = seq_lens.shape[0]
-    if query_start_loc.shape != (num_seqs + 1,) or block_tables.dim() != 2 or block_tables.shape[0] != num_seqs:
-        raise ValueError(f"{num_seqs} sequences need query_start_loc of shape ({num_seqs + 1},) and "
-                         f"{num_seqs} block-table rows; got {tuple(query_start_loc.shape)} and "
-                         f"{tuple(block_tables.shape)}")
-    if int(query_start_loc[-1]) != q.shape[0]:
-        raise ValueError(f"query_start_loc ends at {int(query_start_loc[-1])}, but q holds {q.shape[0]} tokens")
-    q_lens = query_start_loc[1:] - query_start_loc[:-1]
-    if bool((q_lens < 0).any()) or bool((q_lens > seq_lens).any()):
-        raise ValueError(f"each query length must be between 0 and its sequence length; got query lengths "
-                         f"{q_lens.tolist()} for sequence lengths {seq_lens.tolist()}")
-    if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1 or k_cache.stride() != v_cache.stride():
-        raise ValueError("the kernel needs K and V caches with equal strides and a contiguous head_dim")
-
-
 def assemble_paged_attention(
     tile_slots: object = None,
     load_tile: object = None,
@@ -184,7 +160,7 @@ def assemble_paged_attention(
 
     def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-        _check_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc)
+        q_lens, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc)
         num_tokens, num_heads, head_dim = q.shape
         _, block_size, num_kv_heads, _ = k_cache.shape
         group = num_heads // num_kv_heads
@@ -194,7 +170,6 @@ def assemble_paged_attention(
             return out
         # The query blocks: up to block_q consecutive new tokens of one sequence each.
         starts = query_start_loc.tolist()
-        q_lens = [b - a for a, b in zip(starts, starts[1:])]
         block_q = 1 if max(q_lens) == 1 else BLOCK_Q
         block_seq, block_q0 = [], []
         for s, (first, n) in enumerate(zip(starts, q_lens)):

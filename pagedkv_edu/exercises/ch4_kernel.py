@@ -21,9 +21,9 @@ from typing import Any
 import torch
 
 from .. import runtime
-from . import report
 from ..attention.triton_decode import LOG2E
-from .ch4_triton import NOT_SOLVED, PagedCache, _dot_floor, _launch, _np2, _Unsolved, past_the_table, table_padding
+from .ch4_triton import PagedCache, _dot_floor, _first_mismatch, _launch, _np2, past_the_table, table_padding
+from .grading import grade_in_order, seeded
 from .solutions import ch4_kernel as solution
 
 READER_FILE = Path("my_kernels") / "paged_decode.py"
@@ -105,24 +105,23 @@ SHOWN_CASES: tuple[KernelCase, ...] = (
 )
 
 
-def _hidden_cases(count: int = 4, seed: int = 44) -> list[KernelCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice((3, 5, 6, 12, 1, 16))
-        tile = rng.choice((4, 8, 16))
-        kv, group = rng.choice(((1, 1), (1, 3), (2, 2), (2, 4), (3, 3)))
-        lens = tuple(rng.choice((1, b - 1 or 1, b, b + 1, tile, tile + 1, rng.randint(2, 60)))
-                     for _ in range(rng.randint(1, 3)))
-        dtype = (torch.float32, torch.float16, torch.bfloat16, torch.float32)[i % 4]
-        cases.append(KernelCase(
-            f"hidden case {i + 1} (seeded random): block size {b}, tiles of {tile}, {kv * group} query heads on {kv} "
-            f"KV head(s), {len(lens)} sequence(s), {str(dtype).removeprefix('torch.')}",
-            b, kv * group, kv, rng.choice((4, 5, 8)), lens, rng.randint(1, 4), tile, dtype, seed * 100 + i))
-    return cases
+_HIDDEN_SEED = 44
 
 
-HIDDEN_CASES = _hidden_cases()
+def _draw_case(rng: random.Random, i: int) -> KernelCase:
+    b = rng.choice((3, 5, 6, 12, 1, 16))
+    tile = rng.choice((4, 8, 16))
+    kv, group = rng.choice(((1, 1), (1, 3), (2, 2), (2, 4), (3, 3)))
+    lens = tuple(rng.choice((1, b - 1 or 1, b, b + 1, tile, tile + 1, rng.randint(2, 60)))
+                 for _ in range(rng.randint(1, 3)))
+    dtype = (torch.float32, torch.float16, torch.bfloat16, torch.float32)[i % 4]
+    return KernelCase(
+        f"hidden case {i + 1} (seeded random): block size {b}, tiles of {tile}, {kv * group} query heads on {kv} "
+        f"KV head(s), {len(lens)} sequence(s), {str(dtype).removeprefix('torch.')}",
+        b, kv * group, kv, rng.choice((4, 5, 8)), lens, rng.randint(1, 4), tile, dtype, _HIDDEN_SEED * 100 + i)
+
+
+HIDDEN_CASES = seeded(4, _HIDDEN_SEED, _draw_case)
 
 
 @dataclass
@@ -225,8 +224,7 @@ def _run(kernel: Any, merge: Any, case: KernelCase, built: Built, *, watch: bool
 def _diagnose(kernel: Any, merge: Any, case: KernelCase, built: Built, out: torch.Tensor, part: torch.Tensor,
               lse: torch.Tensor, want: torch.Tensor, tol: float) -> list[str]:
     """The first wrong value, then the hints whose cause a second computation confirms."""
-    bad = ~_close(out, want, tol)
-    s, h, d = (int(i) for i in bad.nonzero()[0])
+    s, h, d = _first_mismatch(out.cpu().double(), want, tol, tol)
     group = case.num_heads // case.num_kv_heads
     n = case.seq_lens[s]
     lines = [f"sequence {s} ({n} tokens, block size {case.block_size}, {case.num_splits} split(s), tiles of "
@@ -281,25 +279,20 @@ def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | Non
     ``mark``: the file the kernels were loaded from; when they pass, a note beside it records the
     file's hash, so that chapter 5 runs exactly the kernels that passed.
     """
-    cases = list(SHOWN_CASES) + HIDDEN_CASES
+    def run(case: KernelCase) -> list[str]:
+        built = build(case)
+        error, out, part, lse = _run(kernel, merge, case, built)
+        if error is not None:
+            return [error]
+        want, tol = reference(built), TOLERANCE[case.dtype]
+        if bool(_close(out, want, tol).all()):
+            return []
+        return _diagnose(kernel, merge, case, built, out, part, lse, want, tol)
+
     name = "paged_decode_kernel + merge_splits_kernel（分頁解碼核心）"
-    try:
-        for i, case in enumerate(cases):
-            built = build(case)
-            error, out, part, lse = _run(kernel, merge, case, built)
-            tol = TOLERANCE[case.dtype]
-            if error is None:
-                want = reference(built)
-                if bool(_close(out, want, tol).all()):
-                    continue
-                problems = _diagnose(kernel, merge, case, built, out, part, lse, want, tol)
-            else:
-                problems = [error]
-            return report(name, [f"{case.name}:"] + ["  " + p for p in problems]
-                          + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
-    except _Unsolved:
-        return report(name, [], not_solved_line=NOT_SOLVED)
-    report(f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases)", [])
+    if not grade_in_order(name, list(SHOWN_CASES) + HIDDEN_CASES, run,
+                          passed=f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases)"):
+        return False
     if mark is not None:
         path = Path(mark)
         _passed_note(path).write_text(_digest(path) + "\n")

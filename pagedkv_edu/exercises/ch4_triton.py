@@ -17,17 +17,15 @@ import numpy as np
 import torch
 
 from .. import runtime  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from . import report
+from .grading import NotSolved, grade_in_order
 from .solutions import ch4_triton as solution
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-NOT_SOLVED = "not solved yet: write it above and run the cell again"
-
-
-class _Unsolved(Exception):
-    """The reader's piece still raises NotImplementedError."""
+STUB = "it raises NotImplementedError"
+NOT_SOLVED = f"not solved yet ({STUB}). Write your version above and run the cell again."
+"""What a grader prints after the name for a piece that is still the stub."""
 
 
 def _np2(n: int, floor: int = 1) -> int:
@@ -106,7 +104,7 @@ def watched_loads(forbidden: tuple[Forbidden, ...] = ()) -> Iterator[list[str]]:
 
 def _launch(run: Callable[[], None], seen: list[str] | None = None,
             forbidden: tuple[Forbidden, ...] = (), *, watch: bool = True) -> str | None:
-    """Run a launch; None when it ran, the error text when it raised; raise _Unsolved for a stub.
+    """Run a launch; None when it ran, the error text when it raised; raise NotSolved for a stub.
 
     With ``watch`` (:func:`watched_loads`), masked lanes loaded without ``other=`` read NaN and
     loads of ``forbidden`` addresses are appended to ``seen``; without it the interpreter runs
@@ -118,11 +116,11 @@ def _launch(run: Callable[[], None], seen: list[str] | None = None,
         if seen is not None:
             seen.extend(reads)
     except NotImplementedError as exc:
-        raise _Unsolved from exc
+        raise NotSolved(STUB) from exc
     except Exception as exc:  # the reader's kernel may raise anything; its message is the diff
         message = _root_message(exc)
         if "NotImplementedError" in message:
-            raise _Unsolved from exc
+            raise NotSolved(STUB) from exc
         text = f"the launch raised {message.splitlines()[0][:300]}"
         if "unsupported dtype" in message:
             text += (" (the interpreter refuses a mask that combines a block with a scalar test, as in "
@@ -134,23 +132,10 @@ def _launch(run: Callable[[], None], seen: list[str] | None = None,
 
 @dataclass
 class Case:
-    """One graded case: a label that never lists the inputs, and the parameters to build them."""
+    """One graded case: a name that never lists the inputs, and the parameters to build them."""
 
-    label: str
+    name: str
     params: dict = field(default_factory=dict)
-
-
-def _grade(name: str, cases: list[Case], run_case: Callable[[Case], list[str]]) -> bool:
-    """Run cases in order; print the first failure only (visible cases first, then hidden ones)."""
-    try:
-        for i, case in enumerate(cases):
-            problems = run_case(case)
-            if problems:
-                return report(name, [f"{case.label}:"] + ["  " + p for p in problems]
-                              + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
-    except _Unsolved:
-        return report(name, [], not_solved_line=NOT_SOLVED)
-    return report(f"{name} ({len(cases)} cases)", [])
 
 
 _CAPTURE: dict | None = None
@@ -163,13 +148,13 @@ def _capture(**values: object) -> None:
 
 
 def _try(run: Callable[[object, Case], list[str]], fn: object, cases: list[Case], case: int | str) -> dict:
-    """Run one case (by index or label) and return its inputs, the outputs and ``problems`` (the grader's lines)."""
+    """Run one case (by index or name) and return its inputs, the outputs and ``problems`` (the grader's lines)."""
     global _CAPTURE
-    chosen = cases[case] if isinstance(case, int) else next(c for c in cases if c.label == case)
-    _CAPTURE = {"case": chosen.label}
+    chosen = cases[case] if isinstance(case, int) else next(c for c in cases if c.name == case)
+    _CAPTURE = {"case": chosen.name}
     try:
         problems = run(fn, chosen)
-    except _Unsolved:
+    except NotSolved:
         raise NotImplementedError("this piece is still the stub: write it first") from None
     finally:
         captured, _CAPTURE = _CAPTURE, None
@@ -180,6 +165,14 @@ def _try(run: Callable[[object, Case], list[str]], fn: object, cases: list[Case]
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise equality that counts NaN == NaN."""
     return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
+def _first_mismatch(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> tuple[int, ...] | None:
+    """The index of the first value of ``got`` off ``want`` by more than the tolerance (NaN always is), or None.
+
+    Equal infinities match: a padded score of -inf is right."""
+    bad = ~torch.isclose(got, want, rtol=rtol, atol=atol)
+    return tuple(int(i) for i in bad.nonzero()[0]) if bool(bad.any()) else None
 
 
 def _where(slot: int, block_size: int) -> str:
@@ -352,7 +345,7 @@ def check_store_kv(kernel: object) -> bool:
     stride_vh, stride_cb, stride_ct, stride_ch)`` and the constexprs ``NUM_KV_HEADS,
     HEAD_DIM, HEADS_PAD, HEAD_DIM_PAD, BLOCK_SIZE``.
     """
-    return _grade("store_kv_kernel（槽位映射寫入）", _store_cases(), lambda case: _run_store(kernel, case))
+    return grade_in_order("store_kv_kernel（槽位映射寫入）", _store_cases(), lambda case: _run_store(kernel, case))
 
 
 # --- pieces 2 and 3: a tile's slots and its rows ------------------------------------------------
@@ -549,7 +542,7 @@ def try_tile_slots(fn: object, case: int | str = 0) -> dict:
 
 def check_tile_slots(fn: object) -> bool:
     """Grade piece 2, ``tile_slots(table_row_ptr, offs_n, mask_n, BLOCK_SIZE) -> slots``."""
-    return _grade("tile_slots（經由區塊表查槽位）", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
+    return grade_in_order("tile_slots（經由區塊表查槽位）", _gather_cases(202), lambda case: _run_tile_slots(fn, case))
 
 
 def _find_row(row: torch.Tensor, cache: PagedCache, B: int) -> str:
@@ -621,7 +614,7 @@ def try_load_tile(fn: object, case: int | str = 0) -> dict:
 def check_load_tile(fn: object) -> bool:
     """Grade piece 3, ``load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
     stride_token, stride_head, BLOCK_SIZE) -> [TILE_N, HEAD_DIM_PAD]`` (masked rows and columns 0)."""
-    return _grade("load_tile（帶遮罩載入 tile）", _gather_cases(303), lambda case: _run_load_tile(fn, case))
+    return grade_in_order("load_tile（帶遮罩載入 tile）", _gather_cases(303), lambda case: _run_load_tile(fn, case))
 
 
 # --- piece 4: one online-softmax tile update -----------------------------------------------------
@@ -716,9 +709,8 @@ def _run_update(fn: object, case: Case) -> list[str]:
         for name, got, w in zip(("m (running max)", "l (running sum)", "acc (running output)"), outs, want):
             got = got.cpu().double()
             scale = w.abs().clamp(min=1.0)
-            bad = ~(torch.isclose(got, w, rtol=UPDATE_RTOL, atol=1e-6) | ((got == w) & torch.isinf(w)))
-            if bool(bad.any()):
-                idx = tuple(int(i) for i in bad.nonzero()[0])
+            idx = _first_mismatch(got, w, UPDATE_RTOL, 1e-6)
+            if idx is not None:
                 rel = float(((got - w).abs() / scale)[idx]) if math.isfinite(float(got[idx])) else math.inf
                 lines = [f"after tile {t + 1} of {p['tiles']} (tiles of {T}, group {G}, head_dim {D}; float32 "
                          f"state against a float64 reference), query row {idx[0]}:",
@@ -751,7 +743,7 @@ def try_softmax_tile_update(fn: object, case: int | str = 0) -> dict:
 
 def check_softmax_tile_update(fn: object) -> bool:
     """Grade piece 4, ``softmax_tile_update(m_i, l_i, acc, qk, v) -> (m_i, l_i, acc)``, tile by tile."""
-    return _grade("softmax_tile_update（線上 softmax 更新）", _softmax_cases(), lambda case: _run_update(fn, case))
+    return grade_in_order("softmax_tile_update（線上 softmax 更新）", _softmax_cases(), lambda case: _run_update(fn, case))
 
 
 # --- piece 5: the split-K merge ------------------------------------------------------------------
@@ -830,10 +822,10 @@ def _run_merge(fn: object, case: Case) -> list[str]:
     if error:
         return [error]
     got = out[:, :dim].cpu().double()
-    bad = ~torch.isclose(got, want, rtol=MERGE_RTOL, atol=1e-6)
-    if not bool(bad.any()):
+    bad = _first_mismatch(got, want, MERGE_RTOL, 1e-6)
+    if bad is None:
         return []
-    r, d = (int(i) for i in bad.nonzero()[0])
+    r, d = bad
     err = abs(float(got[r, d]) - float(want[r, d]))
     lines = [f"program {r} (one (token, query head) row), {p['splits'][r]} split(s) of SPLITS_PAD {pad}, "
              f"float32 against float64:",
@@ -856,4 +848,4 @@ def try_merge_splits(fn: object, case: int | str = 0) -> dict:
 def check_merge_splits(fn: object) -> bool:
     """Grade piece 5, ``merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d,
     SPLITS_PAD) -> [HEAD_DIM_PAD]``, against a float64 softmax over the splits."""
-    return _grade("merge_splits（split-K 合併）", _merge_cases(), lambda case: _run_merge(fn, case))
+    return grade_in_order("merge_splits（split-K 合併）", _merge_cases(), lambda case: _run_merge(fn, case))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..checks import check_whole
 from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
-from .grading import Raised, Reader, as_int, as_int_list, grade, short
+from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short
 from .predict import check_prediction
 from .solutions import ch7 as reference
 
@@ -42,36 +42,38 @@ COW_CASES: tuple[CowCase, ...] = (
 )
 
 
-def _ref_counts(case: CowCase) -> list[int]:
+def _ref_counts(case: CowCase | BeamCase) -> list[int]:
+    """How many of the case's tables hold each block: the reference counts it starts from."""
     counts = [0] * case.num_blocks
-    for _, table, _ in case.tables:
-        for block in table:
+    for table in case.tables:
+        for block in table if isinstance(case, BeamCase) else table[1]:
             counts[block] += 1
     return counts
 
 
-def _hidden_cow_cases(count: int = 80, seed: int = 9) -> list[CowCase]:
+def _cow_start(case: CowCase) -> tuple[dict[str, list[int]], list[int], list[int]]:
+    """The tables, reference counts and free list a copy-on-write case starts from, as fresh lists."""
+    return ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case),
+            list(case.free_blocks))
+
+
+def _draw_cow_case(rng: random.Random, i: int) -> CowCase:
     """A parent forked into one or two children (sometimes next to an unrelated sequence), then random appends."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        n = rng.choice([1, b, b + 1, 2 * b, rng.randint(1, 3 * b)])
-        names = ["parent"] + [f"child{k + 1}" for k in range(rng.randint(1, 2))]
-        other = rng.choice([0, 0, rng.randint(1, 2 * b)])
-        appends = tuple(rng.choice(names + (["other"] if other else [])) for _ in range(rng.randint(3, 8)))
-        used = -(-n // b) + -(-other // b)
-        num_blocks = used + len(appends) + rng.randint(0, 2)
-        ids = random_table(rng, num_blocks, num_blocks)
-        parent = tuple(ids[: -(-n // b)])
-        mine = tuple(ids[len(parent):used])
-        tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
-        cases.append(CowCase(f"hidden case {i + 1}", b, tables, tuple(ids[used:]), appends,
-                             num_blocks))
-    return cases
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    n = rng.choice([1, b, b + 1, 2 * b, rng.randint(1, 3 * b)])
+    names = ["parent"] + [f"child{k + 1}" for k in range(rng.randint(1, 2))]
+    other = rng.choice([0, 0, rng.randint(1, 2 * b)])
+    appends = tuple(rng.choice(names + (["other"] if other else [])) for _ in range(rng.randint(3, 8)))
+    used = -(-n // b) + -(-other // b)
+    num_blocks = used + len(appends) + rng.randint(0, 2)
+    ids = random_table(rng, num_blocks, num_blocks)
+    parent = tuple(ids[: -(-n // b)])
+    mine = tuple(ids[len(parent):used])
+    tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
+    return CowCase(f"hidden case {i + 1}", b, tables, tuple(ids[used:]), appends, num_blocks)
 
 
-HIDDEN_COW_CASES = _hidden_cow_cases()
+HIDDEN_COW_CASES = seeded(80, 9, _draw_cow_case)
 
 
 def _as_copy(x: object) -> tuple[int, int] | None | str:
@@ -84,8 +86,7 @@ def _as_copy(x: object) -> tuple[int, int] | None | str:
 
 def _run_cow(fn: Reader, case: CowCase) -> list[str]:
     b = case.block_size
-    exp = ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks))
-    got = ({s: list(t) for s, t, _ in case.tables}, _ref_counts(case), list(case.free_blocks))
+    exp, got = _cow_start(case), _cow_start(case)
     lengths = {s: n for s, _, n in case.tables}
     for seq in case.appends:
         n = lengths[seq]
@@ -154,8 +155,8 @@ def try_append_with_cow(fn: Callable[[list[int], int, int, list[int], list[int]]
     list, step by step (it stops at the first exception and returns it as the last step's result).
     """
     chosen = COW_CASES[check_whole("case", case, 0, len(COW_CASES) - 1)]
-    tables = {s: list(t) for s, t, _ in chosen.tables}
-    refs, free, lengths = _ref_counts(chosen), list(chosen.free_blocks), {s: n for s, _, n in chosen.tables}
+    tables, refs, free = _cow_start(chosen)
+    lengths = {s: n for s, _, n in chosen.tables}
     steps: list[dict[str, object]] = []
     for seq in chosen.appends:
         step: dict[str, object] = {"sequence": seq, "num_tokens": lengths[seq], "block_table": list(tables[seq]),
@@ -193,47 +194,37 @@ BEAM_CASES: tuple[BeamCase, ...] = (
 )
 
 
-def _beam_refs(case: BeamCase) -> list[int]:
-    counts = [0] * case.num_blocks
-    for table in case.tables:
-        for block in table:
-            counts[block] += 1
-    return counts
-
-
-def _beam_free(case: BeamCase) -> list[int]:
+def _beam_start(case: BeamCase) -> tuple[list[list[int]], list[int], list[int]]:
+    """The tables, reference counts and free list a beam case starts from, as fresh lists."""
     held = {b for t in case.tables for b in t}
-    return [b for b in range(case.num_blocks) if b not in held]
+    return ([list(t) for t in case.tables], _ref_counts(case),
+            [b for b in range(case.num_blocks) if b not in held])
 
 
-def _hidden_beam_cases(count: int = 80, seed: int = 11) -> list[BeamCase]:
+def _draw_beam_case(rng: random.Random, i: int) -> BeamCase:
     """Beams that share a prompt and parts of their outputs, in a pool of scattered block ids."""
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        k = rng.randint(1, 6)
-        num_blocks = rng.randint(16, 40)
-        ids = iter(random_table(rng, num_blocks, num_blocks))
-        prompt = [next(ids) for _ in range(rng.randint(1, 3))]
-        tables = [prompt + [next(ids) for _ in range(rng.randint(0, 2))]]
-        for _ in range(k - 1):
-            other = rng.choice(tables)
-            cut = rng.randint(len(prompt), len(other))
-            tables.append(other[:cut] + [next(ids) for _ in range(rng.randint(0, 2))])
-        parents = tuple(rng.choice([rng.randrange(k), 0]) for _ in range(k))
-        cases.append(BeamCase(f"hidden case {i + 1}", tuple(map(tuple, tables)), parents, num_blocks))
-    return cases
+    k = rng.randint(1, 6)
+    num_blocks = rng.randint(16, 40)
+    ids = iter(random_table(rng, num_blocks, num_blocks))
+    prompt = [next(ids) for _ in range(rng.randint(1, 3))]
+    tables = [prompt + [next(ids) for _ in range(rng.randint(0, 2))]]
+    for _ in range(k - 1):
+        other = rng.choice(tables)
+        cut = rng.randint(len(prompt), len(other))
+        tables.append(other[:cut] + [next(ids) for _ in range(rng.randint(0, 2))])
+    parents = tuple(rng.choice([rng.randrange(k), 0]) for _ in range(k))
+    return BeamCase(f"hidden case {i + 1}", tuple(map(tuple, tables)), parents, num_blocks)
 
 
-HIDDEN_BEAM_CASES = _hidden_beam_cases()
+HIDDEN_BEAM_CASES = seeded(80, 11, _draw_beam_case)
 
 
 def _run_beams(fn: Reader, case: BeamCase) -> list[str]:
-    exp_refs, exp_free = _beam_refs(case), _beam_free(case)
-    expected = reference.regroup_beams([list(t) for t in case.tables], exp_refs, exp_free, list(case.parents))
-    refs, free = _beam_refs(case), _beam_free(case)
-    before = f"tables {[list(t) for t in case.tables]}, parents {list(case.parents)}, ref counts {refs}"
-    got = fn([list(t) for t in case.tables], refs, free, list(case.parents))
+    exp_tables, exp_refs, exp_free = _beam_start(case)
+    expected = reference.regroup_beams(exp_tables, exp_refs, exp_free, list(case.parents))
+    tables, refs, free = _beam_start(case)
+    before = f"tables {tables}, parents {list(case.parents)}, ref counts {refs}"
+    got = fn(tables, refs, free, list(case.parents))
     if not isinstance(got, (list, tuple)) or len(got) != len(case.parents):
         return [before, f"expected a list of {len(case.parents)} block tables (one per new beam), got {short(got)}"]
     tables = []
@@ -276,7 +267,7 @@ def try_regroup_beams(fn: Callable[[list[list[int]], list[int], list[int], list[
                       case: int = 0) -> dict[str, object]:
     """Run ``fn`` on shown case number ``case`` (0-3); return its inputs and what it returned and changed."""
     chosen = BEAM_CASES[check_whole("case", case, 0, len(BEAM_CASES) - 1)]
-    tables, refs, free = [list(t) for t in chosen.tables], _beam_refs(chosen), _beam_free(chosen)
+    tables, refs, free = _beam_start(chosen)
     out: dict[str, object] = {"tables": [list(t) for t in tables], "parents": list(chosen.parents),
                               "ref_counts": list(refs), "free_blocks": list(free)}
     try:
@@ -288,7 +279,8 @@ def try_regroup_beams(fn: Callable[[list[list[int]], list[int], list[int], list[
 
 
 # --- predict, then run ----------------------------------------------------------------------------
-def check_saving_prediction(predicted_percent: float | None, measured_percent: float, *, tolerance: float = 3.0) -> bool:
+def check_saving_prediction(predicted_percent: float | None, measured_percent: float, *,
+                            tolerance: float = 3.0) -> bool:
     """Say whether the reader's predicted saving (in percent) is within ``tolerance`` points of the measured one."""
     return check_prediction("memory saved by sharing", "共享省下的記憶體", predicted_percent, measured_percent,
                             tolerance=tolerance, absolute=True, unit="%", why="the next cell explains the difference")

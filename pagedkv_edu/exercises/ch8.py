@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import Reader, as_int_list, grade, short
+from .grading import Reader, as_int_list, grade, seeded, short
 from .solutions import ch8 as reference
 
 Key = tuple[Hashable, tuple[int, ...]]
@@ -49,17 +49,13 @@ CHAIN_CASES: tuple[ChainCase, ...] = (
 )
 
 
-def _hidden_chain_cases(count: int = 120, seed: int = 12) -> list[ChainCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES)
-        n = rng.choice([0, 1, b - 1, b, b + 1, 3 * b, rng.randint(0, 6 * b)])
-        cases.append(ChainCase(f"hidden case {i + 1}", tuple(rng.randrange(3) for _ in range(n)), b))
-    return cases
+def _draw_chain_case(rng: random.Random, i: int) -> ChainCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES)
+    n = rng.choice([0, 1, b - 1, b, b + 1, 3 * b, rng.randint(0, 6 * b)])
+    return ChainCase(f"hidden case {i + 1}", tuple(rng.randrange(3) for _ in range(n)), b)
 
 
-HIDDEN_CHAIN_CASES = _hidden_chain_cases()
+HIDDEN_CHAIN_CASES = seeded(120, 12, _draw_chain_case)
 
 
 def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
@@ -79,7 +75,8 @@ def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
         why = f"  (the last full block is missing: {len(tokens)} tokens fill {len(expected)} blocks of {b})"
     elif got and got == [strong_hash(None, block) for block in blocks][:len(got)]:
         why = "  (each hash must include its parent's hash, or equal blocks after different beginnings get one hash)"
-    elif got and expected and got[0] != expected[0] and got[0] in (strong_hash(0, blocks[0]), strong_hash(b"", blocks[0])):
+    elif got and expected and got[0] != expected[0] and got[0] in (strong_hash(0, blocks[0]),
+                                                                   strong_hash(b"", blocks[0])):
         why = "  (the first block's parent hash is None)"
     return [f"prompt {short(list(tokens), 80)} ({len(tokens)} tokens), block size {b}",
             f"expected {len(expected)} hash{'es' if len(expected) != 1 else ''} {short(expected, 90)}, "
@@ -182,7 +179,8 @@ def _trace_lookups(count: int = 160, seed: int = 13) -> list[LookupCase]:
 
         for _ in range(rng.randint(3, 9)):
             base = rng.choice(bases)
-            prompt = base[:rng.randint(len(base) // 2, len(base))] + [rng.randrange(vocab) for _ in range(rng.randint(0, b))]
+            prompt = (base[:rng.randint(len(base) // 2, len(base))]
+                      + [rng.randrange(vocab) for _ in range(rng.randint(0, b))])
             prompt = prompt or [rng.randrange(vocab)]
             if rng.random() < 0.6 and len(cases) < count:
                 cases.append(_case(f"hidden case {len(cases) + 1}", prompt, b, dict(table), dict(holds), hash_name))
@@ -264,7 +262,7 @@ def check_cached_prefix_blocks(fn: Callable[..., Sequence[int]]) -> bool:
 
 
 # --- the free queue's order -----------------------------------------------------------------------------
-Op = tuple[str, object]   # ("alloc", n) ("share", block) ("cache", block) ("uncache", block) ("free", blocks) ("hit", block)
+Op = tuple[str, object]   # ("alloc", n) ("share", block) ("cache", block) ("free", blocks) ("hit", block)
 
 
 @dataclass(frozen=True)
@@ -288,42 +286,47 @@ QUEUE_CASES: tuple[QueueCase, ...] = (
 )
 
 
-def _hidden_queue_cases(count: int = 100, seed: int = 14) -> list[QueueCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        n = rng.randint(1, 11)
-        queue, refs, cached, ops = list(range(n)), [0] * n, set(), []
-        for _ in range(rng.randint(2, 12)):
-            held = [x for x in range(n) if refs[x]]
-            kind = rng.choice(["alloc", "alloc", "free", "free", "free", "share", "cache", "cache", "hit"])
-            if kind == "alloc" and queue:
-                k = rng.randint(1, len(queue))
-                for x in queue[:k]:
-                    refs[x], _ = 1, cached.discard(x)
-                queue[:k] = []
-                ops.append(("alloc", k))
-            elif kind == "free" and held:
-                blocks = rng.sample(held, rng.randint(0, len(held)))
-                reference.free_blocks(queue, refs, blocks, cached)
-                ops.append(("free", tuple(blocks)))
-            elif kind == "share" and held:
-                x = rng.choice(held)
-                refs[x] += 1
-                ops.append(("share", x))
-            elif kind == "cache" and held:
-                x = rng.choice(held)
-                cached.add(x)
-                ops.append(("cache", x))
-            elif kind == "hit" and cached:
-                x = rng.choice(sorted(cached))
-                reference.touch(queue, refs, x)
-                ops.append(("hit", x))
-        cases.append(QueueCase(f"hidden case {i + 1}", n, tuple(ops)))
-    return cases
+def _apply(op: Op, queue: list[int], refs: list[int], cached: set[int], free_blocks: Callable[..., object],
+           touch: Callable[..., object]) -> None:
+    """One step of a queue case, in place; "free" and "hit" call these two functions (the reader's or ours)."""
+    kind, arg = op
+    if kind == "alloc":
+        for x in queue[:arg]:
+            refs[x] = 1
+            cached.discard(x)
+        queue[:arg] = []
+    elif kind == "share":
+        refs[arg] += 1
+    elif kind == "cache":
+        cached.add(arg)
+    elif kind == "free":
+        free_blocks(queue, refs, list(arg), set(cached))
+    else:
+        touch(queue, refs, arg)
 
 
-HIDDEN_QUEUE_CASES = _hidden_queue_cases()
+def _draw_queue_case(rng: random.Random, i: int) -> QueueCase:
+    n = rng.randint(1, 11)
+    queue, refs, cached, ops = list(range(n)), [0] * n, set(), []
+    for _ in range(rng.randint(2, 12)):
+        held = [x for x in range(n) if refs[x]]
+        kind = rng.choice(["alloc", "alloc", "free", "free", "free", "share", "cache", "cache", "hit"])
+        if kind == "alloc" and queue:
+            op: Op = ("alloc", rng.randint(1, len(queue)))
+        elif kind == "free" and held:
+            op = ("free", tuple(rng.sample(held, rng.randint(0, len(held)))))
+        elif kind in ("share", "cache") and held:
+            op = (kind, rng.choice(held))
+        elif kind == "hit" and cached:
+            op = ("hit", rng.choice(sorted(cached)))
+        else:
+            continue
+        _apply(op, queue, refs, cached, reference.free_blocks, reference.touch)
+        ops.append(op)
+    return QueueCase(f"hidden case {i + 1}", n, tuple(ops))
+
+
+HIDDEN_QUEUE_CASES = seeded(100, 14, _draw_queue_case)
 
 
 def _queue_hint(before: list[int], refs: list[int], blocks: Sequence[int], cached: set[int], got: list[int]) -> str:
@@ -344,30 +347,17 @@ def _run_queue(fn: Reader, case: QueueCase) -> list[str]:
     exp_q, exp_r = list(range(case.num_blocks)), [0] * case.num_blocks
     got_q, got_r = list(range(case.num_blocks)), [0] * case.num_blocks
     cached: set[int] = set()
-    for kind, arg in case.ops:
-        if kind == "alloc":
-            for q, r in ((exp_q, exp_r), (got_q, got_r)):
-                for x in q[:arg]:
-                    r[x] = 1
-                    cached.discard(x)
-                q[:arg] = []
-            continue
-        if kind in ("share", "cache"):
-            if kind == "share":
-                exp_r[arg] += 1
-                got_r[arg] += 1
-            else:
-                cached.add(arg)
-            continue
+    for op in case.ops:
+        kind, arg = op
         before, refs = list(got_q), list(got_r)
+        _apply(op, exp_q, exp_r, cached, reference.free_blocks, reference.touch)
+        _apply(op, got_q, got_r, cached, lambda *a: fn("free", *a), lambda *a: fn("hit", *a))
         if kind == "free":
             step = f"free_blocks(free_queue={before}, ref_counts={refs}, blocks={list(arg)}, cached={sorted(cached)})"
-            reference.free_blocks(exp_q, exp_r, list(arg), set(cached))
-            fn("free", got_q, got_r, list(arg), set(cached))
-        else:
+        elif kind == "hit":
             step = f"touch(free_queue={before}, ref_counts={refs}, block={arg})"
-            reference.touch(exp_q, exp_r, arg)
-            fn("hit", got_q, got_r, arg)
+        else:
+            continue
         diff = []
         if list(got_q) != exp_q:
             hint = _queue_hint(before, refs, arg, cached, list(got_q)) if kind == "free" else (
@@ -431,19 +421,7 @@ def _queue_states(case: QueueCase, free_blocks: Callable[..., object], touch: Ca
                   ) -> list[tuple[Op, list[int], list[int]]]:
     """The free queue and reference counts after each step of ``case``, with these two functions."""
     queue, refs, cached, states = list(range(case.num_blocks)), [0] * case.num_blocks, set(), []
-    for kind, arg in case.ops:
-        if kind == "alloc":
-            for x in queue[:arg]:
-                refs[x] = 1
-                cached.discard(x)
-            queue[:arg] = []
-        elif kind == "share":
-            refs[arg] += 1
-        elif kind == "cache":
-            cached.add(arg)
-        elif kind == "free":
-            free_blocks(queue, refs, list(arg), set(cached))
-        else:
-            touch(queue, refs, arg)
-        states.append(((kind, arg), list(queue), list(refs)))
+    for op in case.ops:
+        _apply(op, queue, refs, cached, free_blocks, touch)
+        states.append((op, list(queue), list(refs)))
     return states

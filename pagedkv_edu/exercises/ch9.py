@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import ArgsCase, Reader, as_int, grade, short
+from .grading import ArgsCase, Reader, as_int, grade, seeded, short
 from .solutions import ch9 as reference
 
 WASTE_CASES: tuple[tuple[str, int, int], ...] = (
@@ -23,18 +23,13 @@ WASTE_CASES: tuple[tuple[str, int, int], ...] = (
 )
 
 
-def _hidden_waste_cases(count: int = 300, seed: int = 8) -> list[ArgsCase]:
-    rng = random.Random(seed)
-    cases = []
-    for i in range(count):
-        b = rng.choice(HIDDEN_BLOCK_SIZES + (24, 100, 256))
-        k = rng.randint(1, 60)
-        n = rng.choice([0, 1, k * b, k * b + 1, k * b - 1, rng.randint(0, 5000)])
-        cases.append(ArgsCase(f"hidden case {i + 1}", (n, b)))
-    return cases
+def _draw_waste(rng: random.Random, i: int) -> ArgsCase:
+    b = rng.choice(HIDDEN_BLOCK_SIZES + (24, 100, 256))
+    k = rng.randint(1, 60)
+    return ArgsCase(f"hidden case {i + 1}", (rng.choice([0, 1, k * b, k * b + 1, k * b - 1, rng.randint(0, 5000)]), b))
 
 
-HIDDEN_WASTE_CASES = _hidden_waste_cases()
+HIDDEN_WASTE_CASES = seeded(300, 8, _draw_waste)
 
 
 def _run_waste(fn: Reader, case: ArgsCase) -> list[str]:
@@ -61,4 +56,5 @@ def _run_waste(fn: Reader, case: ArgsCase) -> list[str]:
 def check_last_block_waste(fn: Callable[[int, int], int]) -> bool:
     """Grade ``fn(num_tokens, block_size)``: allocated but empty slots of the last block."""
     shown = [ArgsCase(name, (n, b)) for name, n, b in WASTE_CASES]
-    return grade("last_block_waste（最後一個區塊的浪費）", fn, shown, HIDDEN_WASTE_CASES, _run_waste, constant_is_stub=True)
+    return grade("last_block_waste（最後一個區塊的浪費）", fn, shown, HIDDEN_WASTE_CASES, _run_waste,
+                 constant_is_stub=True)

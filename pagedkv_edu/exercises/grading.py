@@ -8,6 +8,7 @@ yet" and no case list, so a notebook committed with its stub shows no answers.
 from __future__ import annotations
 
 import numbers
+import random
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
@@ -81,12 +82,8 @@ def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequenc
     case (``return False``, ``return -1``) is a stub, not an attempt.
     """
     reader = Reader(fn)
-    failing: list[tuple[C, list[str]]] = []   # the failing shown cases
     try:   # the shown cases come first: a stub is recognised on them, before any hidden case runs
-        for case in shown:
-            lines = _run_one(run, reader, case)
-            if lines:
-                failing.append((case, lines))
+        failing = [(case, lines) for case in shown if (lines := _run_one(run, reader, case))]
         if failing and reader.results and all(r is None for r in reader.results):
             raise NotSolved("it returns None")
         if constant_is_stub and failing and len(reader.results) == reader.calls and len(shown) > 2:
@@ -95,25 +92,35 @@ def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequenc
                 raise NotSolved(f"it returns {first!r} whatever it is given")
     except NotSolved as stub:
         return report(name, [], not_solved=str(stub))
-    hidden_failing: list[tuple[C, list[str]]] = []   # only the first is kept
-    hidden_count = 0
-    for case in hidden:
-        lines = _run_one(run, reader, case)
-        if lines:
-            hidden_count += 1
-            if not hidden_failing:
-                hidden_failing.append((case, lines))
+    hidden_failing = [(case, lines) for case in hidden if (lines := _run_one(run, reader, case))]
     if not failing and not hidden_failing:
         return report(name, [], shown=len(shown), hidden=len(hidden))
     (case, lines) = (failing or hidden_failing)[0]
     out = [f"{case.name}:"] + ["  " + line for line in lines]
     also = [f'"{c.name}"' for c, _ in failing[1:]]
-    others_hidden = hidden_count - (0 if failing else 1)
+    others_hidden = len(hidden_failing) - (0 if failing else 1)
     if others_hidden:
         also.append(f"{others_hidden} of {len(hidden)} hidden cases")
     if also:
         out.append("also wrong: " + ", ".join(also))
     return report(name, out)
+
+
+def grade_in_order(name: str, cases: Sequence[C], run: Callable[[C], list[str]], *, passed: str = "") -> bool:
+    """Run costly cases (kernels in the interpreter) in order and stop at the first failure.
+
+    ``run(case)`` returns what is wrong, or [], and raises :class:`NotSolved` for a stub;
+    ``passed`` replaces the name in the verdict of a pass.
+    """
+    try:
+        for i, case in enumerate(cases):
+            problems = run(case)
+            if problems:
+                return report(name, [f"{case.name}:"] + ["  " + p for p in problems]
+                              + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
+    except NotSolved as stub:
+        return report(name, [], not_solved=str(stub))
+    return report(passed or f"{name} ({len(cases)} cases)", [])
 
 
 def _run_one(run: Callable[[Reader, C], list[str]], reader: Reader, case: C) -> list[str]:
@@ -128,6 +135,13 @@ def _same(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:   # an array's == is not a bool: not a constant we can judge
         return False
+
+
+def seeded(count: int, seed: int, draw: Callable[[random.Random, int], C]) -> list[C]:
+    """``count`` hidden cases, case ``i`` drawn by ``draw(rng, i)`` from one generator seeded with ``seed``:
+    the same cases in every run, so a failure can be reported and reproduced."""
+    rng = random.Random(seed)
+    return [draw(rng, i) for i in range(count)]
 
 
 # --- values, not spellings -------------------------------------------------------------------------
