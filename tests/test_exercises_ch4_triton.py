@@ -16,7 +16,6 @@ import triton
 import triton.language as tl
 
 from pagedkv_edu.exercises import ch4_triton as grader
-from pagedkv_edu.exercises.ch4_assembly import assemble_paged_attention, solution_paged_attention
 from pagedkv_edu.exercises.solutions import ch4_triton as solution
 from pagedkv_edu.viz.kernel_view import split_ranges, store_svg, tile_reads_svg
 
@@ -415,7 +414,7 @@ def test_merge_rejects(variant, capsys):
     assert not ok and "program" in out and "expected" in out, out
 
 
-# --- stubs, assembly, pictures -------------------------------------------------------------------
+# --- stubs, pictures -------------------------------------------------------------------
 
 @triton.jit
 def stub(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
@@ -429,48 +428,6 @@ def test_unsolved_stub_is_neutral(capsys):
     assert "Traceback" not in out and "✗" not in out
 
 
-def _mixed_step():
-    """A step that mixes a prefill, a decode and an idle sequence, block size 3, GQA 3, two KV heads."""
-    from pagedkv_edu.model.paged_batch import random_paged_step
-
-    return random_paged_step([7, 9, 6], [4, 1, 0], 3, 6, 2, 8, torch.float32, seed=3).args()
-
-
-def test_assembled_solution_matches_float64():
-    from pagedkv_edu.attention.reference import paged_attention_float64
-
-    args = _mixed_step()
-    torch.testing.assert_close(solution_paged_attention(*args).double(), paged_attention_float64(*args),
-                               atol=2e-5, rtol=2e-5)
-
-
-def test_assembly_uses_the_readers_pieces():
-    """A wrong piece plugged in makes the assembled kernel wrong: the pieces really are used."""
-    from pagedkv_edu.attention.reference import paged_attention_float64
-    from pagedkv_edu.model.paged_batch import random_paged_step
-
-    # Two splits of two tiles of 4 each: the rescale and the merge both matter.
-    args = random_paged_step([13, 16], [1, 1], 3, 6, 2, 8, torch.float32, seed=5).args()
-    want = paged_attention_float64(*args)
-    for pieces in (dict(tile_slots=slots_no_times_b), dict(load_tile=_load_mutant("head_stride")),
-                   dict(softmax_tile_update=_update_mutant("acc_not_rescaled")),
-                   dict(merge_splits=_merge_mutant("natural_exp"))):
-        got = assemble_paged_attention(num_splits=2, tile_n=4, **pieces)(*args)
-        assert not torch.allclose(got.double(), want, atol=2e-5, rtol=2e-5), pieces
-
-
-def test_assembly_signature_and_bad_input():
-    attend = assemble_paged_attention(name="mine")
-    assert attend.__name__ == "mine"
-    q = torch.zeros(2, 4, 8)
-    cache = torch.zeros(3, 4, 1, 8)
-    with pytest.raises(ValueError, match="query length"):
-        attend(q, cache, cache, torch.zeros(1, 2, dtype=torch.int32), torch.tensor([1], dtype=torch.int32),
-               torch.tensor([0, 2], dtype=torch.int32), 1.0)
-    with pytest.raises(ValueError, match="tile_n"):
-        assemble_paged_attention(tile_n=6)
-
-
 def test_pictures_are_deterministic_and_mark_masked_positions():
     a = tile_reads_svg([[7, 1, 3]], [9], 4, 8, 4)
     assert a.svg == tile_reads_svg([[7, 1, 3]], [9], 4, 8, 4).svg
@@ -481,48 +438,6 @@ def test_pictures_are_deterministic_and_mark_masked_positions():
     assert split_ranges(10, 3, 2) == [(0, 4), (4, 8), (8, 10)]
     with pytest.raises(ValueError, match="block_size"):
         tile_reads_svg([[0]], [1], 0, 1, 4)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_assembled_random_mixed_batches(seed):
-    """Random steps (query lengths 0, 1 and many; prefix hits mid-block; GQA 1, 3, 4) against float64."""
-    import random
-
-    from pagedkv_edu.model.paged_batch import random_paged_batch
-
-    rng = random.Random(seed)
-    B = rng.choice([3, 5, 6, 12])
-    kv, group = rng.choice([1, 2]), rng.choice([1, 3, 4])
-    seq_lens = [rng.randint(1, 40) for _ in range(rng.randint(1, 3))]
-    q_lens = [rng.choice([0, 1, n, rng.randint(1, n)]) for n in seq_lens]
-    if sum(q_lens) == 0:
-        q_lens[0] = 1
-    batch = random_paged_batch(seq_lens, B, kv * group, kv, 6, torch.float32, "cpu", seed=seed,
-                               table_width=max(seq_lens) // B + 3)
-    qsl = torch.tensor([0] + [sum(q_lens[: i + 1]) for i in range(len(q_lens))], dtype=torch.int32)
-    q = torch.randn(int(qsl[-1]), kv * group, 6, generator=torch.Generator().manual_seed(seed))
-    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.4)
-    from pagedkv_edu.attention.reference import paged_attention_float64
-
-    want = paged_attention_float64(*args)
-    for splits in (1, 2):
-        got = assemble_paged_attention(num_splits=splits, tile_n=rng.choice([4, 8, 16]))(*args)
-        torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
-
-
-def test_assembled_kernel_is_a_paged_attention_backend():
-    """CONTRACT A: the dispatcher validates, then calls the assembled kernel; it names it custom:<name>."""
-    from pagedkv_edu.attention import kernel_name, paged_attention
-    from pagedkv_edu.model.paged_batch import random_paged_batch
-
-    batch = random_paged_batch([9, 4], 5, 6, 2, 8, torch.float32, "cpu", seed=3)
-    qsl = torch.tensor([0, 3, 4], dtype=torch.int32)
-    q = torch.randn(4, 6, 8, generator=torch.Generator().manual_seed(3))
-    args = (q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, qsl, 0.3)
-    mine = assemble_paged_attention(name="my_paged_attention")
-    torch.testing.assert_close(paged_attention(*args, backend=mine), paged_attention(*args, backend="torch"),
-                               atol=2e-5, rtol=2e-5)
-    assert kernel_name([3, 1], mine) == "custom:my_paged_attention"
 
 
 def test_tile_slots_names_a_foreign_block_size(capsys):

@@ -169,15 +169,6 @@ def test_an_attention_function_drives_prefill_and_decode(tiny):
     assert calls == [17] * layers + [2] * layers * 3       # one prefill of 5 + 12 tokens, three decode steps
 
 
-def test_the_chapter_4_assembled_kernel_drives_the_decoder(tiny):
-    from pagedkv_edu.exercises.ch4_assembly import solution_paged_attention
-
-    prompts = random_prompts([3, 7], seed=9)
-    theirs = generate(tiny.model, prompts, 3, backend=solution_paged_attention, block_size=4)
-    assert theirs.attention["prefill"] == theirs.attention["decode"] == "custom:solution_paged_attention"
-    assert theirs.tokens == generate(tiny.model, prompts, 3, backend="torch", block_size=4).tokens
-
-
 def test_the_contiguous_cache_refuses_an_attention_function(tiny):
     with pytest.raises(ValueError, match="cache='contiguous' cannot use one"):
         generate(tiny.model, [[5, 6]], 2, cache="contiguous", backend=lambda *args: None)
