@@ -93,38 +93,18 @@ def check_decode_inputs(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
 ) -> int:
-    """Validate a decode-attention call; return the longest sequence length.
+    """Validate a decode-attention call (one query per sequence); return the longest sequence length.
 
-    Unused block-table entries (past ``ceil(seq_len / block_size)``) may hold anything, for
-    instance -1: they are neither checked nor read by the kernels.
+    A decode step is a varlen step whose query lengths are all 1, so :func:`check_paged_inputs`
+    judges it. Unused block-table entries (past ``ceil(seq_len / block_size)``) may hold
+    anything, for instance -1: they are neither checked nor read by the kernels.
     """
-    num_blocks, block_size, _, _ = check_cache_pair(k_cache, v_cache)
-    batch, _ = _check_queries(q, k_cache, "batch")
-    _on_cache_device(k_cache, q=q, block_tables=block_tables, seq_lens=seq_lens)
-    _index_tensor("block_tables", block_tables, 2, "[batch, max_blocks_per_seq]")
-    _index_tensor("seq_lens", seq_lens, 1, "[batch]")
-    if block_tables.shape[0] != batch or seq_lens.shape[0] != batch:
-        raise ValueError(
-            f"batch sizes disagree: q has {batch} sequences, block_tables {block_tables.shape[0]}, "
-            f"seq_lens {seq_lens.shape[0]}"
-        )
-    if batch == 0:
-        raise ValueError("q has an empty batch")
-    if block_tables.stride(-1) != 1:
-        raise ValueError(f"block_tables must be contiguous along its last dimension, got strides {block_tables.stride()}")
-
-    lens = seq_lens.detach().to("cpu", torch.int64)
-    capacity = block_tables.shape[1] * block_size
-    for i, n in enumerate(lens.tolist()):
-        if n < 1:
-            raise ValueError(f"seq_lens[{i}] = {n}: every sequence must hold at least one cached token")
-        if n > capacity:
-            raise ValueError(
-                f"seq_lens[{i}] = {n} exceeds the block table's capacity of {block_tables.shape[1]} blocks "
-                f"x block_size {block_size} = {capacity} tokens"
-            )
-    _check_block_ids(block_tables, lens, block_size, num_blocks)
-    return int(lens.max())
+    batch = q.shape[0] if isinstance(q, torch.Tensor) and q.dim() == 3 else 0  # a bad q is named below
+    if batch and isinstance(seq_lens, torch.Tensor) and seq_lens.dim() == 1 and seq_lens.shape[0] != batch:
+        raise ValueError(f"batch sizes disagree: q has {batch} sequences, seq_lens {seq_lens.shape[0]}")
+    device = k_cache.device if isinstance(k_cache, torch.Tensor) else None
+    one_each = torch.arange(batch + 1, dtype=torch.int64, device=device)
+    return max(check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, one_each)[1])
 
 
 def _check_block_ids(block_tables: torch.Tensor, lens: torch.Tensor, block_size: int, num_blocks: int) -> None:
@@ -215,7 +195,7 @@ def check_paged_inputs(
         raise ValueError("seq_lens is empty: a step needs at least one sequence")
     if block_tables.shape[0] != num_seqs or query_start_loc.shape[0] != num_seqs + 1:
         raise ValueError(
-            f"shapes disagree: seq_lens has {num_seqs} sequences, block_tables {block_tables.shape[0]} rows, "
+            f"batch sizes disagree: seq_lens has {num_seqs} sequences, block_tables {block_tables.shape[0]} rows, "
             f"query_start_loc {query_start_loc.shape[0]} entries (needs num_seqs + 1 = {num_seqs + 1})"
         )
     if block_tables.stride(-1) != 1:
@@ -241,8 +221,8 @@ def check_paged_inputs(
                              f"exceed its sequence (seq_lens counts the new tokens too)")
         if length > capacity:
             raise ValueError(
-                f"block table too short: seq_lens[{s}] = {length} needs {-(-length // block_size)} blocks of "
-                f"{block_size} but block_tables has {block_tables.shape[1]} columns"
+                f"block table too short: seq_lens[{s}] = {length} exceeds the block table's capacity of "
+                f"{block_tables.shape[1]} blocks x block_size {block_size} = {capacity} tokens"
             )
     if int(lens.max()) > 0:
         _check_block_ids(block_tables, lens, block_size, num_blocks)
