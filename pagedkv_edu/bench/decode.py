@@ -18,7 +18,7 @@ import torch
 
 from .. import runtime
 from ..attention import BACKENDS
-from . import RESULTS_DIR, add_out_flag, emit, metadata
+from . import RESULTS_DIR, add_out_flag, emit, heading, metadata
 
 PROMPTS: tuple[str, ...] = (
     "Explain in a few sentences why the sky is blue.",
@@ -203,8 +203,7 @@ def triton_row(record: dict[str, Any]) -> dict[str, Any] | None:
 def _print(record: dict[str, Any]) -> None:
     from ..specs import format_bytes
 
-    print(f"greedy decoding, {record['model']} fp32, on {record['device']} ({record['date_utc']}; "
-          f"torch {record['torch']})")
+    print(heading(f"greedy decoding, {record['model']} fp32,", record))
     print(f"{'device':6s} {'system':55s} {'prompts':>7s} {'tokens':>6s} {'tok/s':>8s} {'s/step':>7s} "
           f"{'KV cache':>10s} {'peak':>10s} {'same tokens':>11s}")
     for r in record["rows"]:
