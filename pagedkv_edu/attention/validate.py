@@ -70,22 +70,6 @@ def _on_cache_device(k_cache: torch.Tensor, **tensors: object) -> None:
             raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
 
 
-def _check_queries(q: object, k_cache: torch.Tensor, what: str) -> tuple[int, int]:
-    """``q`` is ``[rows, num_heads, head_dim]`` matching the cache; returns (rows, num_heads)."""
-    _, _, num_kv_heads, head_dim = k_cache.shape
-    rows, num_heads, q_dim = _tensor("q", q, 3, f"[{what}, num_heads, head_dim]").shape
-    if q_dim != head_dim:
-        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
-    if num_heads == 0 or num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
-            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
-        )
-    if q.dtype != k_cache.dtype:
-        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
-    return rows, num_heads
-
-
 def check_decode_inputs(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -182,10 +166,17 @@ def check_paged_inputs(
     block table must cover ``ceil(seq_len / block_size)`` valid blocks. ``max_head_dim`` is
     the kernel's limit (None: any).
     """
-    num_blocks, block_size, _, head_dim = check_cache_pair(k_cache, v_cache)
+    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
     if max_head_dim is not None and head_dim > max_head_dim:
         raise ValueError(f"head_dim {head_dim} is larger than the Triton kernels handle ({max_head_dim})")
-    num_tokens, _ = _check_queries(q, k_cache, "num_tokens")
+    num_tokens, num_heads, q_dim = _tensor("q", q, 3, "[num_tokens, num_heads, head_dim]").shape
+    if q_dim != head_dim:
+        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
+    if num_heads == 0 or num_heads % num_kv_heads:
+        raise ValueError(f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
+                         f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer")
+    if q.dtype != k_cache.dtype:
+        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
     _index_tensor("block_tables", block_tables, 2, "[num_seqs, max_blocks_per_seq]")
     _index_tensor("seq_lens", seq_lens, 1, "[num_seqs]")
     _index_tensor("query_start_loc", query_start_loc, 1, "[num_seqs + 1]")
