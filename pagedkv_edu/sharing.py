@@ -63,24 +63,15 @@ def parallel_sampling_blocks(prompt_len: int, output_len: int, n: int, block_siz
     """Fork a ``prompt_len`` prompt into ``n`` samples that each decode ``output_len`` tokens.
 
     The first sample is prefilled, the others fork from it, and each decode step appends
-    one token to every sample (copy-on-write on the first append into the shared last block).
-    Independent copies hold ``n`` times the blocks of one sequence of the same length.
+    one token to every sample (copy-on-write on the first append into the shared last block):
+    a beam search (:func:`beam_blocks`) whose every beam keeps itself. Independent copies hold
+    ``n`` times the blocks of one sequence of the same length.
     """
     if min(prompt_len, n) < 1 or output_len < 0:
         raise ValueError(f"need prompt_len >= 1, n >= 1 and output_len >= 0, got {prompt_len}, {n}, {output_len}")
-    manager = BlockManager(n * blocks_needed(prompt_len + output_len, block_size), block_size)
-    manager.add_sequence(0, prompt_len)
-    for i in range(1, n):
-        manager.fork(0, i)
-    shared, independent, copies = [], [], 0
-    for step in range(1, output_len + 1):
-        for i in range(n):
-            manager.append_tokens(i)
-        copies += len(manager.take_copies())
-        shared.append(manager.pool.num_used)
-        independent.append(n * blocks_needed(prompt_len + step, block_size))
-    return SamplingMemory(shared or [manager.pool.num_used], independent or [n * blocks_needed(prompt_len, block_size)],
-                          copies)
+    if output_len == 0:  # the forks share the prompt's blocks
+        return SamplingMemory([blocks_needed(prompt_len, block_size)], [n * blocks_needed(prompt_len, block_size)], 0)
+    return beam_blocks(prompt_len, [[0] * n] + [list(range(n))] * (output_len - 1), block_size)
 
 
 def workload_sampling_saving(requests: list[Request], n: int, block_size: int) -> float:

@@ -116,18 +116,10 @@ def sdpa_decode_attention(
     """
     if not len(keys) == len(values) == q.shape[0]:
         raise ValueError(f"{q.shape[0]} queries but {len(keys)} key and {len(values)} value tensors")
-    outs = []
-    for i, (k, v) in enumerate(zip(keys, values)):
-        qi = q[i][None, :, None, :]  # [1, num_heads, 1, head_dim]
-        ki = k.transpose(0, 1)[None]  # [1, num_kv_heads, len, head_dim]
-        vi = v.transpose(0, 1)[None]
-        out = torch.nn.functional.scaled_dot_product_attention(qi, ki, vi, scale=scale, enable_gqa=True)
-        outs.append(out[0, :, 0, :])
-    return torch.stack(outs)
+    return torch.cat([prefix_causal_sdpa(q[i:i + 1], k, v, scale) for i, (k, v) in enumerate(zip(keys, values))])
 
 
-
-def prefix_causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def prefix_causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
     """``n`` new queries ``[n, num_heads, head_dim]`` over their sequence's ``L`` keys ``[L, num_kv_heads, head_dim]``.
 
     The queries are the last ``n`` positions: query ``i`` sits at ``L - n + i`` and sees keys

@@ -229,24 +229,20 @@ def paged_decode_attention_triton(
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     cache_strides = (k_cache.stride(0), k_cache.stride(1), k_cache.stride(2))
     grid = (batch, num_kv_heads, num_splits)
-    if num_splits == 1:
-        paged_decode_kernel[grid](
-            q, k_cache, v_cache, block_tables, seq_lens, out, out,
-            scale * LOG2E, 1,
-            q.stride(0), q.stride(1), *cache_strides, block_tables.stride(0),
-            out.stride(0), out.stride(1), 0, 0, 0,
-            WRITE_LSE=False, **common,
-        )
-        return out
-    part = torch.empty(batch, num_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
-    lse = torch.empty(batch, num_heads, num_splits, dtype=torch.float32, device=q.device)
+    if num_splits == 1:  # stage 1 writes the answer itself: no partials, no log-sum-exp
+        part, lse, part_strides, lse_strides = out, out, (out.stride(0), out.stride(1), 0), (0, 0)
+    else:
+        part = torch.empty(batch, num_heads, num_splits, head_dim, dtype=torch.float32, device=q.device)
+        lse = torch.empty(batch, num_heads, num_splits, dtype=torch.float32, device=q.device)
+        part_strides, lse_strides = part.stride()[:3], lse.stride()[:2]
     paged_decode_kernel[grid](
         q, k_cache, v_cache, block_tables, seq_lens, part, lse,
         scale * LOG2E, num_splits,
-        q.stride(0), q.stride(1), *cache_strides, block_tables.stride(0),
-        part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),
-        WRITE_LSE=True, **common,
+        q.stride(0), q.stride(1), *cache_strides, block_tables.stride(0), *part_strides, *lse_strides,
+        WRITE_LSE=num_splits > 1, **common,
     )
+    if num_splits == 1:
+        return out
     merge_splits_kernel[(batch, num_heads)](
         part, lse, out, num_splits,
         part.stride(0), part.stride(1), part.stride(2), lse.stride(0), lse.stride(1),

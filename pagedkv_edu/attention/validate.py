@@ -70,22 +70,6 @@ def _on_cache_device(k_cache: torch.Tensor, **tensors: object) -> None:
             raise ValueError(f"{name} is on {t.device} but the cache is on {k_cache.device}")
 
 
-def _check_queries(q: object, k_cache: torch.Tensor, what: str) -> tuple[int, int]:
-    """``q`` is ``[rows, num_heads, head_dim]`` matching the cache; returns (rows, num_heads)."""
-    _, _, num_kv_heads, head_dim = k_cache.shape
-    rows, num_heads, q_dim = _tensor("q", q, 3, f"[{what}, num_heads, head_dim]").shape
-    if q_dim != head_dim:
-        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
-    if num_heads == 0 or num_heads % num_kv_heads:
-        raise ValueError(
-            f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
-            f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer"
-        )
-    if q.dtype != k_cache.dtype:
-        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
-    return rows, num_heads
-
-
 def check_decode_inputs(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -93,38 +77,18 @@ def check_decode_inputs(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
 ) -> int:
-    """Validate a decode-attention call; return the longest sequence length.
+    """Validate a decode-attention call (one query per sequence); return the longest sequence length.
 
-    Unused block-table entries (past ``ceil(seq_len / block_size)``) may hold anything, for
-    instance -1: they are neither checked nor read by the kernels.
+    A decode step is a varlen step whose query lengths are all 1, so :func:`check_paged_inputs`
+    judges it. Unused block-table entries (past ``ceil(seq_len / block_size)``) may hold
+    anything, for instance -1: they are neither checked nor read by the kernels.
     """
-    num_blocks, block_size, _, _ = check_cache_pair(k_cache, v_cache)
-    batch, _ = _check_queries(q, k_cache, "batch")
-    _on_cache_device(k_cache, q=q, block_tables=block_tables, seq_lens=seq_lens)
-    _index_tensor("block_tables", block_tables, 2, "[batch, max_blocks_per_seq]")
-    _index_tensor("seq_lens", seq_lens, 1, "[batch]")
-    if block_tables.shape[0] != batch or seq_lens.shape[0] != batch:
-        raise ValueError(
-            f"batch sizes disagree: q has {batch} sequences, block_tables {block_tables.shape[0]}, "
-            f"seq_lens {seq_lens.shape[0]}"
-        )
-    if batch == 0:
-        raise ValueError("q has an empty batch")
-    if block_tables.stride(-1) != 1:
-        raise ValueError(f"block_tables must be contiguous along its last dimension, got strides {block_tables.stride()}")
-
-    lens = seq_lens.detach().to("cpu", torch.int64)
-    capacity = block_tables.shape[1] * block_size
-    for i, n in enumerate(lens.tolist()):
-        if n < 1:
-            raise ValueError(f"seq_lens[{i}] = {n}: every sequence must hold at least one cached token")
-        if n > capacity:
-            raise ValueError(
-                f"seq_lens[{i}] = {n} exceeds the block table's capacity of {block_tables.shape[1]} blocks "
-                f"x block_size {block_size} = {capacity} tokens"
-            )
-    _check_block_ids(block_tables, lens, block_size, num_blocks)
-    return int(lens.max())
+    batch = q.shape[0] if isinstance(q, torch.Tensor) and q.dim() == 3 else 0  # a bad q is named below
+    if batch and isinstance(seq_lens, torch.Tensor) and seq_lens.dim() == 1 and seq_lens.shape[0] != batch:
+        raise ValueError(f"batch sizes disagree: q has {batch} sequences, seq_lens {seq_lens.shape[0]}")
+    device = k_cache.device if isinstance(k_cache, torch.Tensor) else None
+    one_each = torch.arange(batch + 1, dtype=torch.int64, device=device)
+    return max(check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, one_each)[1])
 
 
 def _check_block_ids(block_tables: torch.Tensor, lens: torch.Tensor, block_size: int, num_blocks: int) -> None:
@@ -202,10 +166,17 @@ def check_paged_inputs(
     block table must cover ``ceil(seq_len / block_size)`` valid blocks. ``max_head_dim`` is
     the kernel's limit (None: any).
     """
-    num_blocks, block_size, _, head_dim = check_cache_pair(k_cache, v_cache)
+    num_blocks, block_size, num_kv_heads, head_dim = check_cache_pair(k_cache, v_cache)
     if max_head_dim is not None and head_dim > max_head_dim:
         raise ValueError(f"head_dim {head_dim} is larger than the Triton kernels handle ({max_head_dim})")
-    num_tokens, _ = _check_queries(q, k_cache, "num_tokens")
+    num_tokens, num_heads, q_dim = _tensor("q", q, 3, "[num_tokens, num_heads, head_dim]").shape
+    if q_dim != head_dim:
+        raise ValueError(f"q has head_dim {q_dim} but the cache has head_dim {head_dim}")
+    if num_heads == 0 or num_heads % num_kv_heads:
+        raise ValueError(f"num_heads={num_heads} is not a positive multiple of num_kv_heads={num_kv_heads}: "
+                         f"the GQA ratio {num_heads}/{num_kv_heads} must be an integer")
+    if q.dtype != k_cache.dtype:
+        raise ValueError(f"q has dtype {q.dtype} but the cache has dtype {k_cache.dtype}")
     _index_tensor("block_tables", block_tables, 2, "[num_seqs, max_blocks_per_seq]")
     _index_tensor("seq_lens", seq_lens, 1, "[num_seqs]")
     _index_tensor("query_start_loc", query_start_loc, 1, "[num_seqs + 1]")
@@ -215,7 +186,7 @@ def check_paged_inputs(
         raise ValueError("seq_lens is empty: a step needs at least one sequence")
     if block_tables.shape[0] != num_seqs or query_start_loc.shape[0] != num_seqs + 1:
         raise ValueError(
-            f"shapes disagree: seq_lens has {num_seqs} sequences, block_tables {block_tables.shape[0]} rows, "
+            f"batch sizes disagree: seq_lens has {num_seqs} sequences, block_tables {block_tables.shape[0]} rows, "
             f"query_start_loc {query_start_loc.shape[0]} entries (needs num_seqs + 1 = {num_seqs + 1})"
         )
     if block_tables.stride(-1) != 1:
@@ -241,8 +212,8 @@ def check_paged_inputs(
                              f"exceed its sequence (seq_lens counts the new tokens too)")
         if length > capacity:
             raise ValueError(
-                f"block table too short: seq_lens[{s}] = {length} needs {-(-length // block_size)} blocks of "
-                f"{block_size} but block_tables has {block_tables.shape[1]} columns"
+                f"block table too short: seq_lens[{s}] = {length} exceeds the block table's capacity of "
+                f"{block_tables.shape[1]} blocks x block_size {block_size} = {capacity} tokens"
             )
     if int(lens.max()) > 0:
         _check_block_ids(block_tables, lens, block_size, num_blocks)

@@ -57,6 +57,11 @@ def metadata(benchmark: str) -> dict[str, Any]:
     }
 
 
+def heading(what: str, record: dict[str, Any]) -> str:
+    """A table's first line: what was measured, where, when, with which versions."""
+    return f"{what} on {record['device']} ({record['date_utc']}; torch {record['torch']}, triton {record['triton']})"
+
+
 def write_record(path: Path, record: dict[str, Any]) -> Path:
     """Write ``record`` as indented JSON, creating the parent directory."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import torch
 
 from .. import runtime
 from ..specs import DTYPE_BYTES, kv_bytes_per_token, torch_dtype
-from . import add_out_flag, emit, metadata
+from . import add_out_flag, emit, heading, metadata
 
 
 
@@ -87,6 +87,17 @@ def _time_ms(fn: Callable[[], Any]) -> float:
     return statistics.median(times) * 1e3
 
 
+def _versus(name: str, other_ms: float, ms: float) -> dict[str, float]:
+    """``{name}_ms`` and how many times faster than it the kernel's ``ms`` is (``speed_vs_{name}``)."""
+    return {f"{name}_ms": round(other_ms, 5), f"speed_vs_{name}": round(other_ms / ms, 3)}
+
+
+def _against_sdpa(sdpa: Callable[[], torch.Tensor], out: torch.Tensor, ms: float) -> dict[str, float]:
+    """SDPA's time and speed ratio, and how far the kernel's ``out`` is from SDPA's answer."""
+    diff = float((out.float() - sdpa().float()).abs().max())
+    return _versus("sdpa", _time_ms(sdpa), ms) | {"max_abs_diff_vs_sdpa": diff}
+
+
 def copy_bandwidth_gbps(nbytes: int = 1 << 30) -> float:
     """Device-to-device copy bandwidth, counting bytes read plus bytes written (GB/s, 1e9)."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=runtime.device())
@@ -139,13 +150,8 @@ def measure(shape: Shape, copy_gbps: float | None, tile: tuple[int, int, int] | 
         row.update(tile_n=tile[0], num_warps=tile[1], num_stages=tile[2])
     if baselines:
         sdpa = _contiguous_sdpa(batch, default_scale(shape.head_dim))
-        sdpa_ms = _time_ms(sdpa)
-        gather_ms = _time_ms(lambda: paged_decode_attention(*args, backend="torch", check=False))
-        row.update(
-            sdpa_ms=round(sdpa_ms, 5), speed_vs_sdpa=round(sdpa_ms / ms, 3),
-            gather_ms=round(gather_ms, 5), speed_vs_gather=round(gather_ms / ms, 3),
-            max_abs_diff_vs_sdpa=float((out.float() - sdpa().float()).abs().max()),
-        )
+        row.update(_against_sdpa(sdpa, out, ms))
+        row.update(_versus("gather", _time_ms(lambda: paged_decode_attention(*args, backend="torch", check=False)), ms))
     return row
 
 
@@ -239,14 +245,11 @@ def measure_step(shape: StepShape) -> dict[str, Any]:
     }
     sdpa = _contiguous_causal_sdpa(step, scale)
     if sdpa is not None:
-        sdpa_ms = _time_ms(sdpa)
-        row.update(sdpa_ms=round(sdpa_ms, 5), speed_vs_sdpa=round(sdpa_ms / ms, 3),
-                   max_abs_diff_vs_sdpa=float((out.float() - sdpa().float()).abs().max()))
+        row.update(_against_sdpa(sdpa, out, ms))
     if shape.kind == "decode":
-        decode_ms = _time_ms(lambda: paged_attention(*args, out=out, check=False, max_query_len=1))
-        row.update(decode_kernel_ms=round(decode_ms, 5), speed_vs_decode_kernel=round(decode_ms / ms, 3))
-    gather_ms = _time_ms(lambda: paged_attention(*args, backend="torch", check=False))
-    row.update(gather_ms=round(gather_ms, 5), speed_vs_gather=round(gather_ms / ms, 3))
+        row.update(_versus("decode_kernel", _time_ms(lambda: paged_attention(*args, out=out, check=False,
+                                                                              max_query_len=1)), ms))
+    row.update(_versus("gather", _time_ms(lambda: paged_attention(*args, backend="torch", check=False)), ms))
     return row
 
 
@@ -261,22 +264,8 @@ def _prefill_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run_prefill(args: argparse.Namespace) -> dict[str, Any]:
-    record = metadata("attention-prefill")
-    on_gpu = runtime.BACKEND == "cuda"
-    rows = [measure_step(s) for s in (PREFILL_GPU_SHAPES if on_gpu else PREFILL_CPU_SHAPES)]
-    record["rows"] = rows
-    if on_gpu:
-        record["targets"] = _prefill_targets(rows)
-    else:
-        record["note"] = ("CPU run: the Triton kernels ran in the interpreter on small shapes. "
-                          "GPU figures (TFLOP/s, speed against SDPA) need CUDA.")
-    return emit(args, record, _print_prefill)
-
-
 def _print_prefill(record: dict[str, Any]) -> None:
-    print(f"unified attention on {record['device']} ({record['date_utc']}; torch {record['torch']}, "
-          f"triton {record['triton']})")
+    print(heading("unified attention", record))
     print(f"{'step':52s} {'tokens':>6s} {'unified ms':>10s} {'TFLOP/s':>8s} {'vs SDPA':>8s} {'vs decode':>9s} "
           f"{'vs gather':>9s}")
     for r in record["rows"]:
@@ -312,27 +301,30 @@ def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    if getattr(args, "mode", "decode") == "prefill":
-        return run_prefill(args)
-    record = metadata("attention")
+    """``--mode decode`` (record ``attention``) or ``--mode prefill`` (record ``attention-prefill``)."""
+    prefill = getattr(args, "mode", "decode") == "prefill"
+    record = metadata("attention-prefill" if prefill else "attention")
     on_gpu = runtime.BACKEND == "cuda"
-    copy_gbps = copy_bandwidth_gbps() if on_gpu else None
-    shapes = GPU_SHAPES if on_gpu else CPU_SHAPES
-    rows = [measure(s, copy_gbps) for s in shapes]
-    record.update(copy_gbps=round(copy_gbps, 1) if copy_gbps else None, rows=rows)
-    if on_gpu:
-        record["targets"] = _targets(rows)
-        if not args.no_sweep:
-            record["tile_sweep"] = [measure(MAIN, copy_gbps, tile, baselines=False) for tile in TILE_SWEEP]
+    if prefill:
+        rows = [measure_step(s) for s in (PREFILL_GPU_SHAPES if on_gpu else PREFILL_CPU_SHAPES)]
+        record["rows"] = rows
     else:
-        record["note"] = ("CPU run: the Triton kernel ran in the interpreter on small shapes. "
-                          "GPU figures (GB/s, fraction of copy bandwidth, speed against SDPA) need CUDA.")
-    return emit(args, record, _print)
+        copy_gbps = copy_bandwidth_gbps() if on_gpu else None
+        rows = [measure(s, copy_gbps) for s in (GPU_SHAPES if on_gpu else CPU_SHAPES)]
+        record.update(copy_gbps=round(copy_gbps, 1) if copy_gbps else None, rows=rows)
+        if on_gpu and not args.no_sweep:
+            record["tile_sweep"] = [measure(MAIN, copy_gbps, tile, baselines=False) for tile in TILE_SWEEP]
+    if on_gpu:
+        record["targets"] = (_prefill_targets if prefill else _targets)(rows)
+    else:
+        figures = "TFLOP/s" if prefill else "GB/s, fraction of copy bandwidth"
+        record["note"] = (f"CPU run: the Triton kernels ran in the interpreter on small shapes. "
+                          f"GPU figures ({figures}, speed against SDPA) need CUDA.")
+    return emit(args, record, _print_prefill if prefill else _print)
 
 
 def _print(record: dict[str, Any]) -> None:
-    print(f"decode attention on {record['device']} ({record['date_utc']}; torch {record['torch']}, "
-          f"triton {record['triton']})")
+    print(heading("decode attention", record))
     if record["copy_gbps"]:
         print(f"device-to-device copy bandwidth: {record['copy_gbps']:,.0f} GB/s (read + write)")
     print(f"{'configuration':48s} {'splits':>6s} {'kernel ms':>10s} {'GB/s':>8s} {'of copy':>8s} "

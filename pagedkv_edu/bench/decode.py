@@ -9,6 +9,7 @@ Reported: useful tokens/s, KV-cache bytes kept, and on CUDA peak memory above th
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ import torch
 
 from .. import runtime
 from ..attention import BACKENDS
-from . import RESULTS_DIR, add_out_flag, emit, metadata
+from . import RESULTS_DIR, add_out_flag, emit, heading, metadata
 
 PROMPTS: tuple[str, ...] = (
     "Explain in a few sentences why the sky is blue.",
@@ -38,6 +39,11 @@ def returned_cache(output: Any) -> Any:
     return cache if cache is not None else getattr(output, "past_key_values", None)
 
 
+def cache_keyword(hf_model: Any) -> str:
+    """The name transformers' forward gives its cache argument: ``cache`` from 5.2x on, ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(hf_model.forward).parameters else "past_key_values"
+
+
 def cache_bytes(cache: Any) -> int:
     """Bytes of every tensor a transformers cache holds (DynamicCache's per-layer keys and values)."""
     total = 0
@@ -53,15 +59,12 @@ def static_cache_bytes(hf_model: Any, batch_size: int, max_cache_len: int) -> in
     """Bytes of a transformers ``StaticCache`` for ``batch_size`` rows of ``max_cache_len`` positions:
     the up-front reservation of a server that cannot reallocate. It allocates its tensors at its
     first update, whose length does not matter, so one token per row is fed through the model."""
-    import inspect
-
     from transformers import StaticCache
 
     cache = StaticCache(config=hf_model.config, max_cache_len=max_cache_len)
-    # transformers renamed the argument (``past_key_values`` until 5.2x, ``cache`` after): use this version's
-    name = "cache" if "cache" in inspect.signature(hf_model.forward).parameters else "past_key_values"
     with torch.no_grad():
-        hf_model(input_ids=torch.zeros(batch_size, 1, dtype=torch.long, device=hf_model.device), **{name: cache})
+        ids = torch.zeros(batch_size, 1, dtype=torch.long, device=hf_model.device)
+        hf_model(input_ids=ids, **{cache_keyword(hf_model): cache})
     return cache_bytes(cache)
 
 
@@ -203,8 +206,7 @@ def triton_row(record: dict[str, Any]) -> dict[str, Any] | None:
 def _print(record: dict[str, Any]) -> None:
     from ..specs import format_bytes
 
-    print(f"greedy decoding, {record['model']} fp32, on {record['device']} ({record['date_utc']}; "
-          f"torch {record['torch']})")
+    print(heading(f"greedy decoding, {record['model']} fp32,", record))
     print(f"{'device':6s} {'system':55s} {'prompts':>7s} {'tokens':>6s} {'tok/s':>8s} {'s/step':>7s} "
           f"{'KV cache':>10s} {'peak':>10s} {'same tokens':>11s}")
     for r in record["rows"]:

@@ -48,16 +48,9 @@ def run_generate(args: argparse.Namespace) -> dict[str, Any]:
         loaded.chat = False
     prompts = [loaded.encode(t) for t in texts]
     stream = len(prompts) == 1 and not args.json
-    shown: list[int] = []
-
-    def on_token(i: int, token: int) -> None:   # print the text as it grows: the tail the new token added
-        before = loaded.tokenizer.decode(shown, skip_special_tokens=True)
-        shown.append(token)
-        print(loaded.tokenizer.decode(shown, skip_special_tokens=True)[len(before):], end="", flush=True)
-
     result = generate(loaded.model, prompts, args.max_new_tokens, backend=args.backend, block_size=args.block_size,
                       num_blocks=args.num_blocks, temperature=args.temperature, seed=args.seed,
-                      stop_token_ids=loaded.stop_token_ids, on_token=on_token if stream else None)
+                      stop_token_ids=loaded.stop_token_ids, on_token=loaded.text_stream() if stream else None)
     completions = [loaded.tokenizer.decode(t, skip_special_tokens=True) for t in result.tokens]
     tables = result.block_tables or []
     out = {

@@ -6,7 +6,6 @@ so the chapter asserts exact counts; step times are wall-clock and only compared
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .decode import returned_cache
+from .decode import cache_keyword, returned_cache
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,10 @@ def positions_processed(prompt_len: int, new_tokens: int, use_cache: bool) -> in
 
 
 def _forward(hf_model: Any, ids: torch.Tensor, cache: Any, use_cache: bool) -> Any:
-    """One forward pass; the cache keyword is ``cache`` in newer transformers, ``past_key_values`` before."""
+    """One forward pass, through ``cache`` when there is one; only the last position's logits."""
     kwargs: dict[str, Any] = {"use_cache": use_cache, "logits_to_keep": 1}
     if cache is not None:
-        key = "cache" if "cache" in inspect.signature(hf_model.forward).parameters else "past_key_values"
-        kwargs[key] = cache
+        kwargs[cache_keyword(hf_model)] = cache
     return hf_model(input_ids=ids, **kwargs)
 
 

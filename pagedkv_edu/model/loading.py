@@ -223,33 +223,29 @@ def _load_llama_1b(llama_path: str | None) -> tuple[Any, Any, str]:
 
 
 # --- random weights of a real shape ---------------------------------------------------------------
-def llama_3_2_1b_config() -> Any:
-    """Llama-3.2-1B's exact transformers config."""
+def _llama3_config(rope_theta: float, factor: float, original_len: int, **shape: Any) -> Any:
+    """A transformers Llama config with Llama 3's vocabulary, special tokens and llama3 RoPE scaling."""
     from transformers import LlamaConfig as HFLlamaConfig
 
-    return HFLlamaConfig(
-        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-        num_attention_heads=32, num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5,
-        max_position_embeddings=131072, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
-        bos_token_id=128000, eos_token_id=128001, pad_token_id=128004,
-    )
+    rope = {"rope_type": "llama3", "rope_theta": rope_theta, "factor": factor, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": original_len}
+    return HFLlamaConfig(vocab_size=128256, rms_norm_eps=1e-5, rope_parameters=rope, bos_token_id=128000,
+                         eos_token_id=128001, pad_token_id=128004, **shape)
+
+
+def llama_3_2_1b_config() -> Any:
+    """Llama-3.2-1B's exact transformers config."""
+    return _llama3_config(500000.0, 32.0, 8192, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                          num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                          max_position_embeddings=131072, tie_word_embeddings=True)
 
 
 def tiny_config() -> Any:
     """Two layers, GQA 4:2, head_dim 16, an untied LM head, and llama3 scaling whose three
     frequency bands (kept, blended, slowed) are all non-empty at head_dim 16."""
-    from transformers import LlamaConfig as HFLlamaConfig
-
-    return HFLlamaConfig(
-        vocab_size=128256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-5,
-        max_position_embeddings=512, tie_word_embeddings=False,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
-        bos_token_id=128000, eos_token_id=128001, pad_token_id=128004,
-    )
+    return _llama3_config(10000.0, 8.0, 64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                          max_position_embeddings=512, tie_word_embeddings=False)
 
 
 def random_llama(config: Any, seed: int = 0, device: torch.device | str = "cpu") -> Any:

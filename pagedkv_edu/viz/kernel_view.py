@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from .render import PALETTE, _text, _text_colour
+from .render import PALETTE, _text, _text_colour, svg_document
 
 CELL = 22  # one slot or one token position
 PAD = 12
@@ -50,9 +50,7 @@ def _cell(x: float, y: float, fill: str, label: str, *, hatched: bool = False, c
 
 
 def _svg(width: float, height: float, body: list[str], title: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
-            f'viewBox="0 0 {width:g} {height:g}" role="img" aria-label="{escape(title)}">'
-            f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>' + "".join(body) + "</svg>")
+    return svg_document(width, height, body, "pagedkv-kernel", f' role="img" aria-label="{escape(title)}"')
 
 
 def split_ranges(seq_len: int, num_splits: int, tile_n: int) -> list[tuple[int, int]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from html import escape
 
 from ..radix_cache import RadixCache, RadixNode
-from .render import FREE_COLOUR, PALETTE, _text
+from .render import FREE_COLOUR, PALETTE, _text, svg_document
 
 BOX_W, BOX_H, COL_W, ROW_H, PAD, TITLE_H = 150, 30, 176, 40, 10, 22
 LOCKED_COLOUR = PALETTE[0]
@@ -117,10 +117,7 @@ def render_radix_svg(views: Sequence[RadixView]) -> str:
               _text(PAD + 16, legend_y, "held by a running request (locked)", size=10),
               f'<rect x="{PAD + 230}" y="{legend_y - 10:g}" width="12" height="12" fill="{FREE_COLOUR}" stroke="#333333"/>',
               _text(PAD + 246, legend_y, "unreferenced: evictable, least recently used leaf first", size=10)]
-    total_w = x + PAD
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:g}" height="{height:g}" '
-            f'viewBox="0 0 {total_w:g} {height:g}" role="img" aria-label="radix tree">'
-            f'<rect width="100%" height="100%" fill="#FFFFFF"/>{"".join(parts)}</svg>')
+    return svg_document(x + PAD, height, parts, "pagedkv-radix", ' role="img" aria-label="radix tree"')
 
 
 class RadixPicture:
