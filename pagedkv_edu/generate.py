@@ -20,14 +20,13 @@ import torch
 from .block_manager import BlockManager
 from .block_table import BlockTable, blocks_needed
 from .checks import check_whole
-from .contiguous import ContiguousArena
 from .engine.model_runner import ModelRunner
 from .engine.request import Request
 from .engine.sampling import SamplingParams, make_generator, sample_rows
+from .kv_cache import PagedKVCache
 from .attention import AttentionFn, check_backend
-from .model.kv_store import ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
-from .scheduler import POLICIES, ContiguousMemory, PagedMemory, Scheduler
+from .scheduler import POLICIES, Scheduler
 
 
 
@@ -94,7 +93,7 @@ def blocks_for(prompts: Sequence[Sequence[int]], max_new_tokens: int, block_size
 
 
 def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, cache: str = "paged",
-               backend: str | AttentionFn = "torch", block_size: int = 16, num_blocks: int | None = None) -> KVStore:
+               backend: str | AttentionFn = "torch", block_size: int = 16, num_blocks: int | None = None) -> PagedKVCache:
     """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked).
 
     ``backend`` runs every attention of the paged store, prefill included: ``"torch"`` (the
@@ -111,7 +110,7 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
     check_whole("block_size", block_size, 1)
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
-        return ContiguousKVStore(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
+        return PagedKVCache.for_model(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
     need = blocks_for(prompts, max_new_tokens, block_size)
     if num_blocks is None:
         num_blocks = max(sum(need), 1)
@@ -123,7 +122,8 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
         raise ValueError(f"the batch needs {sum(need)} blocks by its end but the pool has {num_blocks}; this "
                          f"static batch cannot wait or preempt (chapter 6's scheduler can): give more blocks "
                          f"or fewer prompts")
-    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
+    return PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
+                                  backend=backend)
 
 
 def generate(
@@ -135,7 +135,7 @@ def generate(
     backend: str | AttentionFn = "torch",
     block_size: int = 16,
     num_blocks: int | None = None,
-    store: KVStore | None = None,
+    store: PagedKVCache | None = None,
     temperature: float = 0.0,
     seed: int = 0,
     stop_token_ids: Iterable[int] = (),
@@ -164,14 +164,8 @@ def generate(
         store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
                            block_size=block_size, num_blocks=num_blocks)
     context = max(len(p) for p in prompts) + max_new_tokens
-    memory: PagedMemory | ContiguousMemory
-    if isinstance(store, PagedKVStore):
-        manager: BlockManager | None = BlockManager(store.num_blocks, store.block_size)
-        memory = PagedMemory(manager)
-    else:
-        manager = None
-        memory = ContiguousMemory(ContiguousArena(store.capacity), lambda _id, _n: store.max_seq_len)
-    scheduler = Scheduler(memory)
+    manager = BlockManager(store.num_blocks, store.block_size)   # contiguous: one block per prompt
+    scheduler = Scheduler(manager)
     runner = ModelRunner(model, store, context)
     params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed)
     sequences = [Request(i, p, params, make_generator(params, i, seed)) for i, p in enumerate(prompts)]
@@ -186,7 +180,7 @@ def generate(
         start = time.perf_counter()
         decided = scheduler.schedule()
         if decided.failed or decided.preempted:   # make_store sized the pool; a store passed in may be short
-            raise ValueError(f"the store's {store.num_blocks if manager else store.capacity} blocks or slots cannot "
+            raise ValueError(f"the store's {store.num_blocks} blocks or slots cannot "
                              f"hold this batch; a static batch cannot wait or preempt (chapter 6's engine can)")
         inputs = [t for s in decided.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)]
         logits = runner.execute(decided, inputs)
@@ -200,7 +194,7 @@ def generate(
             if on_token is not None:
                 on_token(seq.seq_id, token)
         if on_step is not None:
-            on_step(step, manager if manager is not None else memory)
+            on_step(step, manager)
         for s in decided.scheduled:
             if s.seq.output_token_ids[-1] in stops or len(s.seq.output_token_ids) >= max_new_tokens:
                 scheduler.finish(s.seq, release=False)   # done; its blocks stay, for the result's tables

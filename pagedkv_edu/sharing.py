@@ -82,13 +82,13 @@ def parallel_sampling_blocks(prompt_len: int, output_len: int, n: int, block_siz
     if min(prompt_len, n) < 1 or output_len < 0:
         raise ValueError(f"need prompt_len >= 1, n >= 1 and output_len >= 0, got {prompt_len}, {n}, {output_len}")
     manager = BlockManager(n * blocks_needed(prompt_len + output_len, block_size), block_size)
-    manager.add_sequence(0, prompt_len)
+    manager.admit(0, prompt_len)
     for i in range(1, n):
         manager.fork(0, i)
     shared, independent, copies = [], [], 0
     for step in range(1, output_len + 1):
         for i in range(n):
-            manager.append_tokens(i)
+            manager.grow(i)
         copies += len(manager.take_copies())
         shared.append(manager.pool.num_used)
         independent.append(n * blocks_needed(prompt_len + step, block_size))
@@ -131,7 +131,7 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
         raise ValueError("a genealogy starts with the fork of the prompt: its first step's parents are all 0")
     width = max(len(step) for step in genealogy)
     manager = BlockManager(width * blocks_needed(prompt_len + len(genealogy), block_size) + width, block_size)
-    manager.add_sequence(0, prompt_len)
+    manager.admit(0, prompt_len)
     live, next_id = [0], 1
     shared, independent, copies = [], [], 0
     for step, parents in enumerate(genealogy, 1):
@@ -139,7 +139,7 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
             raise ValueError(f"step {step}: parents {list(parents)} must index the {len(live)} beams of step {step - 1}")
         for i, seq in enumerate(live):
             if i not in parents:
-                manager.finish(seq)
+                manager.release(seq)
         new, seen = [], set()
         for p in parents:
             if p in seen:
@@ -151,7 +151,7 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
                 new.append(live[p])
         live = new
         for seq in live:
-            manager.append_tokens(seq)
+            manager.grow(seq)
         copies += len(manager.take_copies())
         shared.append(manager.pool.num_used)
         independent.append(len(live) * blocks_needed(prompt_len + step, block_size))

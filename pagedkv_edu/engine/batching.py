@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ..block_manager import BlockManager
 from ..checks import check_whole
 from .decode_cost import StepCost
-from ..scheduler import PagedMemory, Scheduler
+from ..scheduler import Scheduler
 from ..workload import Request
 
 MODES: tuple[str, ...] = ("static", "continuous")
@@ -176,7 +176,7 @@ def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_to
     too_big = [r.request_id for r in reqs if -(-r.final_len // block_size) > num_blocks]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in {num_blocks} blocks of {block_size}")
-    scheduler = Scheduler(PagedMemory(BlockManager(num_blocks, block_size), watermark_blocks), max_num_seqs,
+    scheduler = Scheduler(BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks), max_num_seqs,
                           max_num_batched_tokens)
     result = BatchingResult(mode, max_num_seqs, max_num_batched_tokens, cost)
     times = {r.request_id: RequestTimes(r.request_id, r.prompt_len, 0.0) for r in reqs}

@@ -156,7 +156,7 @@ class EngineTrace:
         if self.tokenizer is None:
             self.tokenizer = getattr(engine, "tokenizer", None)
         scheduler = engine.scheduler
-        manager = getattr(scheduler.memory, "manager", None)
+        manager = scheduler.memory if hasattr(scheduler.memory, "tables") else None   # a BlockManager
         running, queued = list(scheduler.running), list(scheduler.waiting)
         # Admitted in this step (with chunked prefill, a prompt's later chunks are not admissions).
         admitted = list(getattr(scheduled, "admitted", None) if hasattr(scheduled, "admitted")

@@ -7,7 +7,7 @@ life: a request arrives with its prompt (prefill), every live request grows by o
 chapter 7), a request finishes and returns its blocks.
 
 The explorer holds no memory logic of its own. It drives the same
-:class:`~pagedkv_edu.scheduler.Scheduler` over the same :class:`~pagedkv_edu.scheduler.PagedMemory`
+:class:`~pagedkv_edu.scheduler.Scheduler` over the same :class:`~pagedkv_edu.block_manager.BlockManager`
 as the engine and :func:`~pagedkv_edu.simulate.simulate`, with the reader in the place of the
 model: a click says what the sequences need (a new prompt, one more token each) and the
 scheduler takes the blocks, so utilisation, waste, copies and preemptions are counted where
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ..block_manager import BlockManager
 from ..block_pool import BlockPool
 from ..checks import check_whole, is_whole
-from ..scheduler import PagedMemory, Scheduler
+from ..scheduler import Scheduler
 from .render import request_label
 from .snapshot import Snapshot, snapshot
 
@@ -70,7 +70,7 @@ class ExplorerState:
     # --- reading ---------------------------------------------------------------------
     @property
     def manager(self) -> BlockManager:
-        return self.memory.manager
+        return self.memory
 
     @property
     def num_blocks(self) -> int:
@@ -222,7 +222,7 @@ class ExplorerState:
         else:
             manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
                                         self.max_seq_len)
-        self.memory = PagedMemory(manager)
+        self.memory = manager
         self.scheduler = Scheduler(self.memory)
         self._requests: dict[Hashable, _Request] = {}
         self._next_id = 0
