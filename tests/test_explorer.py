@@ -122,7 +122,7 @@ def test_decode_step_counts_copy_on_write_blocks_before_changing_anything() -> N
 
 
 def test_the_explorer_drives_the_engines_scheduler() -> None:
-    """Clicks go through the same Scheduler and PagedMemory as the engine, so they count what the picture shows."""
+    """Clicks go through the same Scheduler and BlockManager as the engine, so they count what the picture shows."""
     state = ExplorerState(12, 4)
     state.add_request(6)
     state.fork(0)
