@@ -94,56 +94,56 @@ class Memory:
     """
 
     def __init__(self, num_blocks: int, block_size: int, watermark_blocks: int = 0) -> None:
-        self.paged = BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks)
+        self.manager = BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks)
         self.calls: list[tuple[str, str]] = []   # (what, seq_id) in call order, for the grader's diagnosis
 
     @property
     def num_free_blocks(self) -> int:
-        return self.paged.pool.num_free
+        return self.manager.pool.num_free
 
     def block_table(self, seq: Seq) -> list[int]:
-        return list(self.paged.table(seq.seq_id).block_ids)
+        return list(self.manager.table(seq.seq_id).block_ids)
 
     def can_grow(self, seq: Seq, n: int) -> bool:
         """Would ``n`` more tokens of running ``seq`` fit in the free blocks?"""
         self._check(seq, n, admitted=True)
-        return self.paged.can_grow(seq.seq_id, n)
+        return self.manager.can_grow(seq.seq_id, n)
 
     def grow(self, seq: Seq, n: int) -> None:
         """Take the blocks for ``n`` more tokens of running ``seq``."""
         self._check(seq, n, admitted=True)
         self.calls.append(("grow", seq.seq_id))
-        self.paged.grow(seq.seq_id, n)
+        self.manager.grow(seq.seq_id, n)
 
     def can_admit(self, seq: Seq, n: int) -> bool:
         """Would the first ``n`` tokens of waiting ``seq`` fit, with the watermark left free?"""
         self._check(seq, n, admitted=False)
-        return self.paged.can_admit(seq.seq_id, n)
+        return self.manager.can_admit(seq.seq_id, n)
 
     def admit(self, seq: Seq, n: int) -> None:
         """Take the blocks for the first ``n`` tokens of waiting ``seq``."""
         self._check(seq, n, admitted=False)
         self.calls.append(("admit", seq.seq_id))
-        self.paged.admit(seq.seq_id, n)
+        self.manager.admit(seq.seq_id, n)
 
     def release(self, seq: Seq) -> None:
         """Give back every block of ``seq`` (it finished, or it is preempted)."""
-        if seq.seq_id not in self.paged.tables:
+        if seq.seq_id not in self.manager.tables:
             raise ValueError(f"{seq.seq_id!r} holds no memory: it is not running")
         self.calls.append(("release", seq.seq_id))
-        self.paged.release(seq.seq_id)
+        self.manager.release(seq.seq_id)
 
     def _check(self, seq: Seq, n: int, *, admitted: bool) -> None:
         if not isinstance(seq, Seq):
             raise TypeError(f"expected a Seq from state.running or state.waiting, got {short(seq)}")
         if as_int(n) is None or n < 1:
             raise ValueError(f"{seq.seq_id!r}: n={short(n)} tokens; it must be a whole number >= 1")
-        live = seq.seq_id in self.paged.tables
+        live = seq.seq_id in self.manager.tables
         if admitted and not live:
             raise ValueError(f"{seq.seq_id!r} is not running (it holds no memory): admit it before it can grow")
         if not admitted and live:
             raise ValueError(f"{seq.seq_id!r} is running already: grow it, do not admit it again")
-        have = self.paged.table(seq.seq_id).num_tokens if live else 0
+        have = self.manager.table(seq.seq_id).num_tokens if live else 0
         if have + n > seq.num_tokens:
             raise ValueError(f"{seq.seq_id!r} has {seq.num_tokens} tokens and {have} in memory: "
                              f"{int(n)} more would be tokens it does not have")
@@ -339,7 +339,7 @@ def _reader_step(fn: Callable[[SchedulerState], Any], case: SchedCase, trace: _T
     for seq in plan:
         if seq not in state.running:
             return None, f"{seq.seq_id} is in the plan but not in state.running after the step"
-        table = memory.paged.table(seq.seq_id)
+        table = memory.manager.table(seq.seq_id)
         if table.num_tokens != seq.num_computed * (seq in before_running) + plan[seq]:
             return None, (f"{seq.seq_id} computes {plan[seq]} tokens in the plan, but its memory holds "
                           f"{table.num_tokens} tokens (it had {seq.num_computed} computed): grow or admit exactly "
@@ -356,14 +356,14 @@ def _reader_step(fn: Callable[[SchedulerState], Any], case: SchedCase, trace: _T
         state.running.remove(s)
 
     def fork(parent: Seq, child: Seq) -> None:
-        memory.paged.fork(parent.seq_id, child.seq_id)
+        memory.manager.fork(parent.seq_id, child.seq_id)
         state.running.append(child)
         everyone[child.seq_id] = child
 
     trace.after(plan, preempted, fork, finish)
-    memory.paged.take_copies()
+    memory.manager.take_copies()
     return StepView(step, before, {s.seq_id: n for s, n in plan.items()}, tuple(s.seq_id for s in preempted),
-                    tuple(s.seq_id for s in admitted), _tables(memory.paged), tuple(s.seq_id for s in state.waiting),
+                    tuple(s.seq_id for s in admitted), _tables(memory.manager), tuple(s.seq_id for s in state.waiting),
                     calls, seats), ""
 
 
