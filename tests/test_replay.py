@@ -195,7 +195,7 @@ def test_budget_bar_and_partly_filled_blocks(run) -> None:
 
 
 def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
-    """Contiguous memory is one block of max_seq_len per request, drawn with its empty tail; a full trace stops."""
+    """Contiguous memory draws its reservations with their empty tails; a full trace stops, flagged."""
     tiny = load_model("tiny-random")
     prompts = [[100 + i + j for j in range(6)] for i in range(3)]
     trace = EngineTrace(max_frames=2)
@@ -203,8 +203,14 @@ def test_contiguous_runs_and_long_runs_record_what_they_can() -> None:
                        trace=trace)
     outputs = engine.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
     assert len(engine.history) > 2 and len(trace) == 2 and trace.truncated
-    assert trace[0].num_blocks == 4 and trace[0].block_size == 32 and set(trace[0].running) == {0, 1, 2}
+    assert trace[0].ref_counts == () and trace[0].num_blocks == 0 and set(trace[0].running) == {0, 1, 2}
     frame = trace[1]
-    assert [(e.seq_id, len(e.block_ids), e.num_tokens) for e in frame.tables] == [(0, 1, 7), (1, 1, 7), (2, 1, 7)]
-    ET.fromstring(frame_svg(trace, 1))   # drawn as blocks
+    assert [(r.seq_id, r.size) for r in frame.reservations] == [(0, 32), (1, 32), (2, 32)] and frame.capacity == 128
+    assert [r.num_tokens for r in frame.reservations] == [7, 7, 7]   # prompt of 6 and the first sampled token
+    svg = ET.fromstring(frame_svg(trace, 1))
+    arena = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "arena"][0]
+    assert (arena.get("data-capacity"), arena.get("data-reserved"), arena.get("data-filled")) == ("128", "96", "21")
+    drawn = {g.get("data-request"): int(g.get("data-tokens")) for g in arena.iter(f"{SVG}g")
+             if g.get("class") == "reservation"}
+    assert drawn == {"r0": 7, "r1": 7, "r2": 7}
     assert trace.output_ids(0) == outputs[0].token_ids     # the text is read from the live sequence

@@ -156,7 +156,8 @@ class EngineTrace:
         if self.tokenizer is None:
             self.tokenizer = getattr(engine, "tokenizer", None)
         scheduler = engine.scheduler
-        manager = scheduler.memory if hasattr(scheduler.memory, "tables") else None   # a BlockManager
+        manager = scheduler.memory
+        contiguous = getattr(engine, "policy", "paged") == "contiguous"   # one max_seq_len block: a reservation
         running, queued = list(scheduler.running), list(scheduler.waiting)
         # Admitted in this step (with chunked prefill, a prompt's later chunks are not admissions).
         admitted = list(getattr(scheduled, "admitted", None) if hasattr(scheduled, "admitted")
@@ -166,7 +167,7 @@ class EngineTrace:
         now_live = {s.seq_id for s in running} | {s.seq_id for s in queued}
         finished = tuple(s for s in self._sequences if s not in now_live and s not in self._done)
         self._done.update(finished)
-        if manager is not None:
+        if not contiguous:
             pool, cache = manager.pool, manager.prefix_cache
             ref_counts = tuple(pool.ref_counts)
             cached = frozenset(b for b in range(pool.num_blocks) if cache is not None and b in cache)
@@ -175,11 +176,11 @@ class EngineTrace:
             block_size = manager.block_size
         else:   # contiguous memory: no blocks; its reservations and their filled slots instead
             ref_counts, cached, free_order, tables, block_size = (), frozenset(), (), (), 0
-        arena = getattr(scheduler.memory, "arena", None)
         reservations: tuple[Reservation, ...] = ()
-        if arena is not None:
-            lengths = scheduler.memory.lengths
-            reservations = tuple(Reservation(e.owner, e.start, e.size, lengths.get(e.owner, 0)) for e in arena.extents)
+        if contiguous:
+            size = manager.block_size
+            reservations = tuple(sorted((Reservation(seq_id, t.block_ids[0] * size, size, t.num_tokens)
+                                         for seq_id, t in manager.tables.items()), key=lambda r: r.start))
         steps = list(getattr(scheduled, "scheduled", ()))
         self.frames.append(Frame(
             step=len(self.frames),
@@ -200,7 +201,7 @@ class EngineTrace:
             decode_tokens=sum(s.num_new_tokens for s in steps if not s.is_prefill),
             token_budget=getattr(scheduler, "max_num_batched_tokens", None),
             reservations=reservations,
-            capacity=arena.capacity if arena is not None else 0,
+            capacity=manager.pool.capacity_tokens if contiguous else 0,
         ))
 
     # --- reading ------------------------------------------------------------------------
