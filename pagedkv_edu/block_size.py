@@ -79,12 +79,11 @@ def prefix_hit_tokens(requests: Sequence[Request], block_size: int, *, vocab_siz
     prompts = [prompt_token_ids(r, vocab_size, seed) for r in requests]
     manager = BlockManager(max(blocks_needed(len(p), block_size) for p in prompts) * 2, block_size,
                            enable_prefix_caching=True)
-    manager.add_sequence("first", len(prompts[0]), prompts[0])
+    manager.admit("first", len(prompts[0]), prompts[0])
     manager.mark_computed("first", prompts[0])
-    manager.finish("first")
+    manager.release("first")
     hits = []
     for i, ids in enumerate(prompts[1:], start=1):
-        manager.add_sequence(i, len(ids), ids)
-        hits.append(manager.num_cached_tokens(i))
-        manager.finish(i)          # never computed: its own blocks are not cached
+        hits.append(manager.admit(i, len(ids), ids))
+        manager.release(i)          # never computed: its own blocks are not cached
     return statistics.fmean(hits)

@@ -1,38 +1,21 @@
-"""The naive contiguous KV cache of chapter 1: one linear arena, first-fit or buddy reservations.
+"""The contiguous KV cache before PagedAttention: one reserved range per request in a linear arena (chapter 1).
 
-Before PagedAttention, a serving system gave every request one contiguous range of KV slots,
-reserved when the request was admitted and sized for the longest sequence it *might* reach
-(``max_seq_len``), because the output length is unknown until the request ends. The arena is
-a linear address space; a reservation is placed in the first hole large enough (first-fit).
-
-Three kinds of waste follow, and chapter 1 measures each on its own:
-
-* **internal fragmentation**: reserved slots the request will never use;
-* **over-reservation**: reserved slots it will use, but not yet;
-* **external fragmentation**: free slots in holes too small for the next reservation.
-
-The paper's baselines are three variants of Orca (Kwon et al., SOSP 2023, §6.1, Figure 2), which
-differ only in how much they reserve for a request with a known prompt and an unknown output:
-
-* ``max``: ``max_seq_len`` slots (Orca (Max), 20.4% of the KV memory holding tokens in the paper);
-* ``pow2``: the prompt exactly, plus the output over-reserved to the next power of two, so at most
-  2x (a true output of 25 reserves 32) (Orca (Pow2), 26.8%);
-* ``oracle``: the prompt plus the true output, which no real system knows in advance
-  (Orca (Oracle), 38.2%); exactly the slots the request fills, so the last output token, whose
-  K/V is never computed, gets none.
-
-The paper's Orca places reservations with a **buddy allocator** (sizes rounded up to a power of
-two, free blocks merged only with their buddy), which it blames for Pow2 losing 41.6% of the memory
-to external fragmentation. :class:`BuddyArena` is that allocator, beside the first-fit
-:class:`ContiguousArena`; :func:`make_arena` picks one by name.
+A request gets one range, reserved at admission and sized by a policy (``max``, ``pow2``,
+``oracle``: the paper's three Orca baselines, §6.1), placed first-fit (:class:`ContiguousArena`)
+or by a buddy allocator (:class:`BuddyArena`, the paper's Orca). Chapter 1 measures the three
+wastes this causes: internal fragmentation, over-reservation, external fragmentation.
+:class:`ContiguousMemory` is the arena as the scheduler's memory, for the simulator (the
+engine's contiguous policy is a block manager whose one block is a ``max_seq_len`` reservation).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from .block_manager import MemoryUsage
 from .checks import check_whole
 
 RESERVE_POLICIES = ("max", "pow2", "oracle")
@@ -250,3 +233,65 @@ def make_arena(capacity: int, allocator: str = "first-fit") -> ContiguousArena:
     if allocator not in ALLOCATORS:
         raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")
     return ContiguousArena(capacity) if allocator == "first-fit" else BuddyArena(capacity)
+
+
+class ContiguousMemory:
+    """The scheduler's memory as one reservation per sequence in ``arena``, of ``reservation(seq_id, num_tokens)`` slots.
+
+    No blocks, so no sharing: a prefix cache, fork and swap need block tables.
+    """
+
+    swap = None
+
+    def __init__(self, arena: ContiguousArena, reservation: Callable[[Hashable, int], int]) -> None:
+        self.arena = arena
+        self.reservation = reservation
+        self.lengths: dict[Hashable, int] = {}
+
+    def fits_ever(self, num_tokens: int) -> bool:
+        return num_tokens <= self.arena.capacity
+
+    def block_hashes(self, seq: Any) -> None:
+        return None
+
+    def cached_prefix(self, token_ids: Sequence[int] | None, hashes: Sequence[bytes] | None = None) -> int:
+        return 0
+
+    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None,
+                  hashes: Sequence[bytes] | None = None) -> bool:
+        size = self.reservation(seq_id, num_tokens)
+        return num_tokens <= size and self.arena.fits(size)
+
+    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None,
+              hashes: Sequence[bytes] | None = None) -> int:
+        self.arena.allocate(seq_id, self.reservation(seq_id, num_tokens))
+        self.lengths[seq_id] = num_tokens
+        return 0
+
+    def can_grow(self, seq_id: Hashable, n: int = 1) -> bool:
+        return self.lengths[seq_id] + n <= self.arena.extent(seq_id).size
+
+    def grow(self, seq_id: Hashable, n: int = 1) -> list[int]:
+        if not self.can_grow(seq_id, n):
+            raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
+        self.lengths[seq_id] += n
+        return []
+
+    def scheduled(self, seq: Any, start: int = 0) -> None:
+        pass
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        raise ValueError("a contiguous reservation cannot be shared: forking needs paged memory")
+
+    def release(self, seq_id: Hashable) -> None:
+        self.arena.release(seq_id)
+        del self.lengths[seq_id]
+
+    def take_copies(self) -> list[tuple[int, int]]:
+        return []
+
+    def block_ids(self, seq_id: Hashable) -> None:
+        return None
+
+    def usage(self) -> MemoryUsage:
+        return MemoryUsage(sum(self.lengths.values()), self.arena.reserved, self.arena.capacity)

@@ -17,14 +17,13 @@ import torch
 from .block_manager import BlockManager
 from .block_table import BlockTable, blocks_needed
 from .checks import check_whole
-from .contiguous import ContiguousArena
 from .engine.engine import LLMEngine
 from .engine.model_runner import ModelRunner
 from .engine.sampling import SamplingParams
+from .kv_cache import PagedKVCache
 from .attention import AttentionFn, check_backend
-from .model.kv_store import ContiguousKVStore, KVStore, PagedKVStore
 from .model.llama import Llama
-from .scheduler import POLICIES, ContiguousMemory, PagedMemory
+from .scheduler import POLICIES
 
 
 @dataclass
@@ -33,7 +32,7 @@ class GenerationResult:
 
     prompts: list[list[int]]
     tokens: list[list[int]]                      # new tokens of each prompt (a stop token included)
-    block_tables: list[BlockTable] | None        # each sequence's final table (paged cache only)
+    block_tables: list[BlockTable]               # each sequence's final table (contiguous: one block per prompt)
     kv_bytes: int                                # memory of the KV store's tensors
     prefill_seconds: float
     decode_seconds: float
@@ -41,10 +40,9 @@ class GenerationResult:
     step_logits: list[torch.Tensor] | None = field(default=None, repr=False)
     """Per prompt, ``[num_new_tokens, vocab]`` float32 logits (with ``record_logits=True``)."""
     attention: dict[str, str] = field(default_factory=dict)
-    """Which attention kernel ran each phase, ``{"prefill": ..., "decode": ...}`` (the paged
-    store's ``kernels``; empty for the contiguous oracle, which always runs torch SDPA)."""
+    """Which attention kernel ran each phase, ``{"prefill": ..., "decode": ...}`` (the cache's ``kernels``)."""
     manager: BlockManager | None = field(default=None, repr=False)
-    """The block manager that held the batch's blocks (paged cache), tables left in place."""
+    """The block manager that held the batch's blocks, tables left in place."""
 
     @property
     def num_new_tokens(self) -> int:
@@ -90,7 +88,7 @@ def blocks_for(prompts: Sequence[Sequence[int]], max_new_tokens: int, block_size
 
 
 def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, cache: str = "paged",
-               backend: str | AttentionFn = "torch", block_size: int = 16, num_blocks: int | None = None) -> KVStore:
+               backend: str | AttentionFn = "torch", block_size: int = 16, num_blocks: int | None = None) -> PagedKVCache:
     """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked).
 
     ``backend`` runs every attention of the paged store, prefill included: ``"torch"`` (the
@@ -107,11 +105,12 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
     check_whole("block_size", block_size, 1)
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
-        return ContiguousKVStore(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
+        return PagedKVCache.for_model(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
     need = blocks_for(prompts, max_new_tokens, block_size)
     num_blocks = max(sum(need), 1) if num_blocks is None else num_blocks
     check_fits(prompts, max_new_tokens, num_blocks, block_size)
-    return PagedKVStore(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device, backend=backend)
+    return PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
+                                  backend=backend)
 
 
 def check_fits(prompts: Sequence[Sequence[int]], max_new_tokens: int, num_blocks: int, block_size: int) -> None:
@@ -136,7 +135,7 @@ def generate(
     backend: str | AttentionFn = "torch",
     block_size: int = 16,
     num_blocks: int | None = None,
-    store: KVStore | None = None,
+    store: PagedKVCache | None = None,
     temperature: float = 0.0,
     seed: int = 0,
     stop_token_ids: Iterable[int] = (),
@@ -155,8 +154,8 @@ def generate(
     depend on which other prompts share its batch, and equals the engine's for that seed.
     ``on_token(i, token)`` streams prompt ``i``'s tokens as they come;
     ``on_step(step, manager)`` runs after every forward step (step 0 is the prefill) with the
-    :class:`~pagedkv_edu.block_manager.BlockManager` that holds the tables (paged; the
-    contiguous memory otherwise). The blocks stay allocated in ``result.manager``.
+    :class:`~pagedkv_edu.block_manager.BlockManager` that holds the tables (contiguous: one
+    block per prompt). The blocks stay allocated in ``result.manager``.
     """
     prompts = check_request(model, prompts, max_new_tokens)
     if temperature < 0:
@@ -165,20 +164,10 @@ def generate(
         store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
                            block_size=block_size, num_blocks=num_blocks)
     context = max(len(p) for p in prompts) + max_new_tokens
-    memory: PagedMemory | ContiguousMemory
-    if isinstance(store, PagedKVStore):
-        check_fits(prompts, max_new_tokens, store.num_blocks, store.block_size)
-        manager: BlockManager | None = BlockManager(store.num_blocks, store.block_size)
-        memory = PagedMemory(manager)
-    else:
-        if len(prompts) > store.capacity // store.max_seq_len or context > store.max_seq_len:
-            raise ValueError(f"the contiguous store's {store.capacity} slots cannot hold {len(prompts)} reservations "
-                             f"of {context}; a static batch cannot wait or preempt (chapter 6's engine can)")
-        manager = None
-        memory = ContiguousMemory(ContiguousArena(store.capacity), lambda _id, _n: store.max_seq_len)
-    engine = LLMEngine.over(memory, ModelRunner(model, store, context), max_seq_len=context,
-                            policy="paged" if manager else "contiguous", vocab_size=model.config.vocab_size,
-                            seed=seed, free_finished=False, keep_history=False)
+    check_fits(prompts, max_new_tokens, store.num_blocks, store.block_size)   # a store passed in may be short
+    manager = BlockManager(store.num_blocks, store.block_size)   # contiguous: one block of the longest per prompt
+    engine = LLMEngine.over(manager, ModelRunner(model, store, context), max_seq_len=context, policy=cache,
+                            vocab_size=model.config.vocab_size, seed=seed, free_finished=False, keep_history=False)
     params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=True)
     if max_new_tokens > 0:
@@ -198,13 +187,11 @@ def generate(
             if on_token is not None:
                 on_token(i, token)
         if on_step is not None:
-            on_step(step, manager if manager is not None else memory)
+            on_step(step, manager)
         step += 1
 
-    tables = None
-    if manager is not None:
-        tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
-                  if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
+    tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
+              if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
     return GenerationResult(
         prompts=prompts, tokens=[list(engine.requests[i].output_token_ids) if i in engine.requests else []
                                  for i in range(len(prompts))],

@@ -1,30 +1,24 @@
-"""The paged KV cache in memory: per-layer K and V tensors cut into blocks (chapter 3).
+"""The paged KV cache: per-layer K and V tensors cut into blocks, and the step that reads and writes them (chapters 3, 5).
 
-Chapter 2's block pool hands out block *ids*; this module owns the memory the ids point at.
-Every layer gets one K and one V tensor shaped
-
-    [num_blocks, block_size, num_kv_heads, head_dim]      ("NHD": token, head, dim)
-
-so physical block ``b`` of layer ``l`` is ``k_caches[l][b]``, and a token's K for all its KV
-heads is one contiguous row of ``num_kv_heads * head_dim`` elements. That makes the write
-("put this token's K/V at slot s") a single contiguous copy, and lets an attention kernel read
-a block's keys for one head as ``block_size`` rows of ``head_dim`` contiguous elements, which
-vectorise into wide loads without any special layout. It is the layout of FlashAttention,
-FlashInfer, vLLM's Triton backends and nano-vllm.
-
-The cache is sized once, up front, from a budget: serving engines profile the model, then
-give every remaining byte of GPU memory to KV blocks, and never allocate again.
+Every layer holds one K and one V tensor ``[num_blocks, block_size, num_kv_heads, head_dim]``
+("NHD", the layout of FlashAttention, vLLM's Triton backends and nano-vllm), sized once up
+front. The decoder asks it two things per layer: :meth:`PagedKVCache.write` a step's K/V at
+their slots, and :meth:`PagedKVCache.attend` (each query over its sequence's cached K/V).
+:class:`StepMetadata` describes a step; :meth:`StepMetadata.build` is its one builder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from . import runtime
-from .attention import gather_kv, paged_decode_attention, store_kv
+from .attention import AttentionFn, gather_kv, kernel_name, paged_attention, paged_decode_attention, store_kv
+from .attention.reference import prefix_causal_sdpa
 from .attention.triton_copy import check_copy_pairs, copy_blocks
 from .attention.validate import SUPPORTED_DTYPES, check_backend
 from .checks import check_whole, is_whole
@@ -36,24 +30,93 @@ def block_bytes(num_layers: int, block_size: int, num_kv_heads: int, head_dim: i
     return block_size * kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype.itemsize)
 
 
-class PagedKVCache:
-    """``num_layers`` pairs of K/V tensors, each ``[num_blocks, block_size, num_kv_heads, head_dim]``."""
+@dataclass(frozen=True)
+class StepMetadata:
+    """One forward step's batch: sequence ``i`` brings the last ``query_lens[i]`` of its ``seq_lens[i]`` tokens.
 
-    def __init__(
-        self,
-        num_layers: int,
-        num_blocks: int,
-        block_size: int,
-        num_kv_heads: int,
-        head_dim: int,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str | None = None,
-    ) -> None:
+    The step's tokens are laid end to end; a decode brings one token, a prefill a prompt, a
+    chunk of one, or the rest after a cached prefix; a mixed step has both kinds.
+    """
+
+    seq_ids: tuple[Hashable, ...]
+    query_lens: tuple[int, ...]
+    seq_lens: tuple[int, ...]
+    positions: torch.Tensor                      # [num_tokens] int64
+    last_token_index: torch.Tensor               # [num_seqs] int64: where each sequence's logits come from
+    slot_mapping: torch.Tensor | None = None     # [num_tokens] int64: each new token's cache slot
+    block_tables: torch.Tensor | None = None     # [num_seqs, max_blocks] int32, -1 padded
+    seq_lens_tensor: torch.Tensor | None = None  # [num_seqs] int32
+    query_start_loc: torch.Tensor | None = None  # [num_seqs + 1] int32: cumulative query lengths (cu_seqlens)
+
+    @classmethod
+    def build(cls, seq_ids: Sequence[Hashable], seq_lens: Sequence[int], query_lens: Sequence[int],
+              device: torch.device | str, block_tables: torch.Tensor | Sequence[Sequence[int]] | None = None,
+              block_size: int = 0) -> "StepMetadata":
+        """Positions from the lengths; slots and tables from ``block_tables`` (rows of ids, or a padded tensor).
+
+        Built on the host, copied once per tensor: the engine's runner (from its persistent
+        table) and chapter 5's hand-driven steps both call this.
+        """
+        q = torch.tensor(list(query_lens), dtype=torch.int64)
+        starts = torch.zeros(len(q) + 1, dtype=torch.int64)
+        torch.cumsum(q, 0, out=starts[1:])
+        owner = torch.repeat_interleave(torch.arange(len(q)), q)
+        first = torch.tensor([s - n for s, n in zip(seq_lens, query_lens)], dtype=torch.int64)
+        positions = torch.arange(int(starts[-1])) - starts[:-1][owner] + first[owner]
+        paged: dict[str, torch.Tensor] = {}
+        if block_tables is not None:
+            if not isinstance(block_tables, torch.Tensor):
+                width = max(len(t) for t in block_tables)
+                block_tables = torch.tensor([list(t) + [-1] * (width - len(t)) for t in block_tables],
+                                            dtype=torch.int32)
+            tables = block_tables[:, :-(-max(seq_lens) // block_size)]
+            slots = tables[owner, positions // block_size].to(torch.int64) * block_size + positions % block_size
+            paged = {"slot_mapping": slots.to(device, non_blocking=True),
+                     "block_tables": tables.to(device, non_blocking=True)}
+        return cls(tuple(seq_ids), tuple(query_lens), tuple(seq_lens), positions.to(device, non_blocking=True),
+                   (starts[1:] - 1).to(device, non_blocking=True),
+                   seq_lens_tensor=torch.tensor(list(seq_lens), dtype=torch.int32).to(device, non_blocking=True),
+                   query_start_loc=starts.to(torch.int32).to(device, non_blocking=True), **paged)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.query_lens)
+
+    @property
+    def is_decode(self) -> bool:
+        """Every sequence brings exactly one token: the decode kernel's case."""
+        return all(q == 1 for q in self.query_lens)
+
+
+@dataclass(frozen=True)
+class _GatherPlan:
+    """Index tensors one step's ``"torch"`` attention reuses in every layer (built once, at layer 0)."""
+
+    decode_rows: torch.Tensor | None     # token rows of the one-token sequences
+    decode_slots: torch.Tensor | None    # [num_decodes, max_len] context slots (padding repeats slot 0)
+    decode_valid: torch.Tensor | None    # [num_decodes, max_len] mask of real positions
+    prefills: tuple[tuple[int, int, int, torch.Tensor], ...]   # (first token row, query length, context length, blocks)
+
+
+class PagedKVCache:
+    """``num_layers`` pairs of K/V tensors, each ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+
+    ``backend`` runs :meth:`attend`: ``"torch"`` (gathers, the CPU engine's path), ``"triton"``
+    or a reader's attention function; K/V writes and block copies always use the shipped
+    kernels. ``check=False`` skips validating each step's slots and tables (the engine
+    checks its input once, at ``add_request``).
+    """
+
+    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None, *,
+                 backend: str | AttentionFn = "torch", check: bool = True) -> None:
         for name, value in (("num_layers", num_layers), ("num_blocks", num_blocks), ("block_size", block_size),
                             ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
             check_whole(name, value, 1)
         if dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"dtype {dtype} is not supported; choose one of {', '.join(map(str, SUPPORTED_DTYPES))}")
+        if not callable(backend):
+            check_backend(backend)
         self.device = torch.device(device) if device is not None else runtime.device()
         self.dtype = dtype
         shape = (num_blocks, block_size, num_kv_heads, head_dim)
@@ -62,18 +125,22 @@ class PagedKVCache:
                                              for _ in range(num_layers)]
         self.v_caches: list[torch.Tensor] = [torch.zeros(shape, dtype=dtype, device=self.device)
                                              for _ in range(num_layers)]
+        self.backend = backend
+        self.kernel_backend: str = backend if isinstance(backend, str) else "triton"
+        self.check = check
+        self.kernels: dict[str, str] = {}   # phase ("prefill" / "decode") -> the attention kernel that ran
+        self.scale = head_dim ** -0.5
+        self._plan: tuple[StepMetadata, _GatherPlan] | None = None
+        self._fresh: tuple[int, StepMetadata, torch.Tensor, torch.Tensor] | None = None   # the layer's K/V just written
 
     @classmethod
-    def from_budget(
-        cls,
-        budget_bytes: int,
-        num_layers: int,
-        block_size: int,
-        num_kv_heads: int,
-        head_dim: int,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str | None = None,
-    ) -> "PagedKVCache":
+    def for_model(cls, config: Any, num_blocks: int, block_size: int = 16, **kwargs: Any) -> "PagedKVCache":
+        """A cache shaped for a model's ``config`` (its ``num_layers``, ``num_kv_heads``, ``head_dim``)."""
+        return cls(config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim, **kwargs)
+
+    @classmethod
+    def from_budget(cls, budget_bytes: int, num_layers: int, block_size: int, num_kv_heads: int, head_dim: int,
+                    dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> "PagedKVCache":
         """As many whole blocks as ``budget_bytes`` holds (K and V of every layer counted)."""
         check_whole("budget_bytes", budget_bytes, 1)
         if dtype not in SUPPORTED_DTYPES:
@@ -114,7 +181,7 @@ class PagedKVCache:
         """Total memory of every K and V tensor."""
         return self.num_blocks * self.bytes_per_block
 
-    # --- writes and reads -------------------------------------------------------------
+    # --- chapter 3: writes and reads by slot and table ---------------------------------
     def _layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not is_whole(layer) or not 0 <= layer < self.num_layers:
             raise IndexError(f"layer {layer!r} is out of range for a cache of {self.num_layers} layers")
@@ -138,16 +205,81 @@ class PagedKVCache:
         k_cache, v_cache = self._layer(layer)
         return paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, **kwargs)
 
-    def copy_blocks(self, pairs: Sequence[tuple[int, int]], backend: str = "torch") -> None:
+    def copy_blocks(self, pairs: Sequence[tuple[int, int]], backend: str | None = None) -> None:
         """Copy-on-write's data move: for every layer, K and V of block ``src`` into block ``dst``.
 
         ``pairs`` come from :meth:`BlockManager.take_copies`; all sources are read before any
-        destination is written. Every pair is checked before the first layer is touched.
+        destination is written, and every pair is checked before the first layer is touched.
         """
+        backend = self.kernel_backend if backend is None else backend   # never a reader's attention function
         check_backend(backend)
         check_copy_pairs(pairs, self.num_blocks)
         for k_cache, v_cache in zip(self.k_caches, self.v_caches):
             copy_blocks(k_cache, v_cache, pairs, backend, check=False)
+
+    # --- chapter 5: what the decoder asks, per layer -----------------------------------
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata) -> None:
+        """Store the step's K/V (``[num_tokens, num_kv_heads, head_dim]``) of ``layer`` at their slots."""
+        self.store(layer, k, v, meta.slot_mapping, self.kernel_backend, check=self.check and layer == 0)
+        self._fresh = (layer, meta, k, v)
+
+    def attend(self, layer: int, q: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
+        """Each query's attention over its sequence's cached K/V, ``[num_tokens, num_heads, head_dim]``.
+
+        ``"triton"`` and a reader's function go through :func:`~pagedkv_edu.attention.paged_attention`;
+        ``"torch"`` gathers with indices built once per step. Records the kernel that ran in
+        ``self.kernels`` under "decode" (every sequence brings one token) or "prefill".
+        """
+        self.kernels["decode" if meta.is_decode else "prefill"] = kernel_name(meta.query_lens, self.backend)
+        k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]
+        if self.backend != "torch":
+            return paged_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens_tensor, meta.query_start_loc,
+                                   self.scale, self.backend, check=self.check and layer == 0,
+                                   max_query_len=max(meta.query_lens))
+        plan = self._gather_plan(meta)
+        out = torch.empty_like(q)
+        if plan.decode_rows is not None:   # the one-token rows of the step, batched
+            k = k_cache.flatten(0, 1)[plan.decode_slots].transpose(1, 2)   # [seqs, kv_heads, max_len, head_dim]
+            v = v_cache.flatten(0, 1)[plan.decode_slots].transpose(1, 2)
+            rows = F.scaled_dot_product_attention(q[plan.decode_rows][:, :, None, :], k, v,
+                                                  attn_mask=plan.decode_valid[:, None, None, :], scale=self.scale,
+                                                  enable_gqa=True)[:, :, 0, :]
+            if not plan.prefills:   # a decode step: the rows are the whole output, in order
+                return rows
+            out[plan.decode_rows] = rows
+        fresh = self._fresh if self._fresh is not None and self._fresh[0] == layer and self._fresh[1] is meta else None
+        for start, n, length, blocks in plan.prefills:   # prefill rows: each sequence's K/V, then causal SDPA
+            if length == n and fresh is not None:        # all of its context is this step's: no gather at all
+                k, v = fresh[2][start:start + n], fresh[3][start:start + n]
+            else:                                        # a cached prefix (an earlier chunk): whole blocks at once
+                k, v = k_cache[blocks].flatten(0, 1)[:length], v_cache[blocks].flatten(0, 1)[:length]
+            out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k, v, self.scale)
+        return out
+
+    def _gather_plan(self, meta: StepMetadata) -> _GatherPlan:
+        """The step's gather indices, computed from its block tables once and reused by every layer."""
+        if self._plan is not None and self._plan[0] is meta:
+            return self._plan[1]
+        device, size = meta.block_tables.device, self.block_size
+        starts = [0]
+        for n in meta.query_lens:
+            starts.append(starts[-1] + n)
+        one = [i for i, n in enumerate(meta.query_lens) if n == 1]
+        rows = slots = valid = None
+        if one:
+            seqs = torch.tensor(one, device=device)
+            rows = torch.tensor([starts[i] for i in one], device=device)
+            lens = meta.seq_lens_tensor[seqs].to(torch.int64)
+            pos = torch.arange(max(meta.seq_lens[i] for i in one), device=device)
+            valid = pos[None, :] < lens[:, None]
+            slots = meta.block_tables[seqs][:, pos // size].to(torch.int64) * size + pos % size
+            slots = torch.where(valid, slots, slots[:, :1])   # padding re-reads a real slot; the mask drops it
+        prefills = tuple((starts[i], n, meta.seq_lens[i],
+                          meta.block_tables[i, :-(-meta.seq_lens[i] // size)].to(torch.int64))
+                         for i, n in enumerate(meta.query_lens) if n > 1)
+        plan = _GatherPlan(rows, slots, valid, prefills)
+        self._plan = (meta, plan)
+        return plan
 
     def __repr__(self) -> str:
         return (f"PagedKVCache(num_layers={self.num_layers}, num_blocks={self.num_blocks}, "

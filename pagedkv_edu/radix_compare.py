@@ -64,10 +64,9 @@ def replay_hash_chain(prompts: Sequence[Sequence[int]], block_size: int, capacit
     running: deque[int] = deque()
     hits = 0
     for i, prompt in enumerate(prompts):
-        while running and (len(running) >= max_running or not manager.can_allocate(len(prompt), token_ids=prompt)):
-            manager.finish(running.popleft())
-        manager.add_sequence(i, len(prompt), prompt)
-        hits += manager.num_cached_tokens(i)
+        while running and (len(running) >= max_running or not manager.can_admit(i, len(prompt), prompt)):
+            manager.release(running.popleft())
+        hits += manager.admit(i, len(prompt), prompt)
         running.append(i)
     cache = manager.prefix_cache
     assert cache is not None

@@ -133,9 +133,8 @@ class Replica:
             start = max(start, self._live[0][0])
             self._release(start)
         rid = request.request_id
-        manager.add_sequence(rid, request.prompt_len, request.prompt)
-        hit = manager.num_cached_tokens(rid)
-        manager.append_tokens(rid, len(request.output))
+        hit = manager.admit(rid, request.prompt_len, request.prompt)
+        manager.grow(rid, len(request.output))
         manager.mark_computed(rid, request.prompt + request.output)
         first = start + self.cost.prefill_ms(request.prompt_len - hit)
         finish = first + self.cost.decode_ms(len(request.output))
@@ -153,7 +152,7 @@ class Replica:
 
     def _release(self, now_ms: float) -> None:
         while self._live and self._live[0][0] <= now_ms:
-            self.manager.finish(heapq.heappop(self._live)[1])
+            self.manager.release(heapq.heappop(self._live)[1])
 
 
 # --- what a policy sees, and the policies --------------------------------------------------------

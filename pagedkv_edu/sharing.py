@@ -109,7 +109,7 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
         raise ValueError("a genealogy starts with the fork of the prompt: its first step's parents are all 0")
     width = max(len(step) for step in genealogy)
     manager = BlockManager(width * blocks_needed(prompt_len + len(genealogy), block_size) + width, block_size)
-    manager.add_sequence(0, prompt_len)
+    manager.admit(0, prompt_len)
     live, next_id = [0], 1
     shared, independent, copies = [], [], 0
     for step, parents in enumerate(genealogy, 1):
@@ -117,7 +117,7 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
             raise ValueError(f"step {step}: parents {list(parents)} must index the {len(live)} beams of step {step - 1}")
         for i, seq in enumerate(live):
             if i not in parents:
-                manager.finish(seq)
+                manager.release(seq)
         new, seen = [], set()
         for p in parents:
             if p in seen:
@@ -129,7 +129,7 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
                 new.append(live[p])
         live = new
         for seq in live:
-            manager.append_tokens(seq)
+            manager.grow(seq)
         copies += len(manager.take_copies())
         shared.append(manager.pool.num_used)
         independent.append(len(live) * blocks_needed(prompt_len + step, block_size))

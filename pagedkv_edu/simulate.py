@@ -17,12 +17,12 @@ from .block_manager import BlockManager
 from .block_table import blocks_needed
 from .specs import hit_rate, utilisation
 from .checks import check_whole
-from .contiguous import ALLOCATORS, ContiguousArena, make_arena, reservation_size
+from .contiguous import ALLOCATORS, ContiguousArena, ContiguousMemory, make_arena, reservation_size
 from .engine.engine import LLMEngine
 from .engine.runner import StandInRunner
 from .engine.request import Request as SeqRecord
 from .engine.sampling import SamplingParams
-from .scheduler import POLICIES, PREEMPTION_MODES, ContiguousMemory, PagedMemory, ScheduledStep
+from .scheduler import POLICIES, PREEMPTION_MODES, ScheduledStep
 from .swap import Hardware, SwapSpace
 from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
@@ -245,15 +245,15 @@ def simulate(
 
     manager: BlockManager | None = None
     arena: ContiguousArena | None = None
-    memory: PagedMemory | ContiguousMemory
+    memory: BlockManager | ContiguousMemory
     reservations: dict[int, int] = {}    # by the engine's request id: the index in reqs
     if policy == "paged":
-        manager = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
-                               enable_prefix_caching=enable_prefix_caching)
         swap = None
         if preemption_mode == "swap":
             swap = SwapSpace(max(1, (swap_space_tokens or kv_budget_tokens) // block_size), block_size)
-        memory = PagedMemory(manager, watermark_blocks, swap)
+        manager = memory = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
+                                        enable_prefix_caching=enable_prefix_caching,
+                                        watermark_blocks=watermark_blocks, swap=swap)
         capacity = manager.pool.capacity_tokens
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
@@ -319,7 +319,7 @@ def simulate(
             result.resumed_hit_tokens, result.prefill_tokens = counts.resumed_hit_tokens, counts.prefill_tokens
             if manager is not None and manager.prefix_cache is not None:
                 result.evictions = manager.prefix_cache.num_evictions
-            if isinstance(memory, PagedMemory) and memory.swap is not None:
+            if memory.swap is not None:
                 result.swapped_blocks = memory.swap.blocks_out
             return result
     raise RuntimeError(f"simulation did not finish within {max_steps} steps")
@@ -331,7 +331,7 @@ def _kv_len(seq: SeqRecord) -> int:
 
 
 def _record(step: int, running: list[SeqRecord], num_waiting: int, head: SeqRecord | None,
-            memory: PagedMemory | ContiguousMemory, arena: ContiguousArena | None,
+            memory: BlockManager | ContiguousMemory, arena: ContiguousArena | None,
             reservations: dict[int, int]) -> StepRecord:
     """Where the budget's slots are after one step, read from the scheduler's memory (a shared block once)."""
     usage = memory.usage()

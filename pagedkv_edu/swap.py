@@ -1,16 +1,9 @@
 """Swapping: a preempted sequence's blocks go to host memory and come back (the paper's §4.5; chapter 9).
 
-Preemption must free GPU blocks. *Recompute* drops a victim's K/V and computes it again
-when the victim is readmitted; *swap* copies its blocks, through its block table, into a pool
-of host (CPU-memory) blocks and copies them back into fresh GPU blocks later. Here:
-
-* :class:`SwapSpace`: the host block ids (a :class:`~pagedkv_edu.block_pool.BlockPool`) and
-  each swapped sequence's host table: bookkeeping, like the block manager;
-* :class:`HostKVCache` and :func:`copy_blocks_between`: the host tensors and the copies, one
-  block of one layer's K (and V) per copy, as vLLM's ``swap_blocks`` did;
-* :func:`preemption_cost`: a model of what each costs by block size, the shape of the paper's
-  Fig. 19 (swapping pays a fixed cost per copied block, so it loses at small block sizes;
-  recomputing does not depend on the block size).
+:class:`SwapSpace` keeps the host block ids and each swapped sequence's host table;
+:class:`HostKVCache` and :func:`copy_blocks_between` hold and move the K/V, one block of one
+layer per copy (vLLM's ``swap_blocks``); :func:`preemption_cost` models recompute against swap
+by block size, the shape of the paper's Fig. 19.
 """
 
 from __future__ import annotations

@@ -157,11 +157,10 @@ def test_bad_input_is_refused_before_anything_changes(peaked) -> None:
         (_engine(model, max_num_seqs=3), [5, 6], params, "max_num_seqs"),
         (LLMEngine(model, None, policy="contiguous", kv_budget_tokens=256, max_seq_len=64), [5], params, "paged"),
     ):
-        before = None if engine.block_manager is None else list(engine.block_manager.pool.ref_counts)
+        before = list(engine.block_manager.pool.ref_counts)
         with pytest.raises(ValueError, match=match):
             beam_search(engine, prompt, p)
-        if before is not None:
-            assert engine.block_manager.pool.ref_counts == before
+        assert engine.block_manager.pool.ref_counts == before
     assert max_blocks(2, params, 4) == 0 + 4 * blocks_needed(11, 4) > small.block_manager.pool.num_blocks
     for bad in (dict(num_beams=0, max_tokens=3), dict(num_beams=2, max_tokens=0),
                 dict(num_beams=2, max_tokens=3, early_stopping="sometimes"),

@@ -27,11 +27,11 @@ BAD_COUNTS = [-1, 1.5, "2", None, True, False, 2**70 * -1]
 def busy_manager() -> BlockManager:
     """Two requests sharing a cached 8-token prefix, one of them forked, a copy-on-write queued."""
     m = BlockManager(12, 4, enable_prefix_caching=True)
-    m.add_sequence("a", 10, list(range(10)))
+    m.admit("a", 10, list(range(10)))
     m.mark_computed("a", list(range(10)))
-    m.add_sequence("b", 9, list(range(8)) + [99])
+    m.admit("b", 9, list(range(8)) + [99])
     m.fork("a", "a2")
-    m.append_tokens("a2")                                   # shared partial last block: copy queued
+    m.grow("a2")                                   # shared partial last block: copy queued
     return m
 
 
@@ -39,7 +39,7 @@ def state(m: BlockManager) -> tuple:
     cache = m.prefix_cache
     return (m.pool.free_ids(), list(m.pool.ref_counts),
             {s: (list(t.block_ids), t.num_tokens) for s, t in m.tables.items()},
-            copy.deepcopy((m._copies, m._hashes, m._cached_tokens)),
+            copy.deepcopy(m._copies),
             dict(cache._block_of) if cache else None, sorted(cache._key_of) if cache else None,
             (cache.queried_tokens, cache.hit_tokens, cache.num_evictions) if cache else None)
 
@@ -58,9 +58,9 @@ def test_a_bad_token_id_anywhere_refuses_the_admission_before_it_is_live(bad, wh
     tokens: list = [0, 1, 2, 3, 4, 5, 6]                 # blocks of 4: one full block, then 3 tokens
     tokens[where] = bad
     n = len(tokens)
-    assert_refused(m, lambda m: m.add_sequence("c", n, tokens))
+    assert_refused(m, lambda m: m.admit("c", n, tokens))
     assert "c" not in m.tables
-    assert_refused(m, lambda m: m.can_allocate(n, 0, tokens))
+    assert_refused(m, lambda m: m.can_admit("c", n, tokens))
     assert_refused(m, lambda m: m.blocks_to_admit(n, tokens))
 
 
@@ -68,7 +68,7 @@ def test_the_issue_case_is_refused_with_nothing_live() -> None:
     m = BlockManager(8, 4, enable_prefix_caching=True)
     before = state(m)
     with pytest.raises(ValueError, match=r"token_ids\[7\].*'x'"):
-        m.add_sequence("c", 8, [1, 2, 3, 4, 5, 6, 7, "x"])
+        m.admit("c", 8, [1, 2, 3, 4, 5, 6, 7, "x"])
     assert state(m) == before and not m.tables and m.prefix_cache.num_cached_blocks == 0
 
 
@@ -77,43 +77,41 @@ def test_the_issue_case_is_refused_with_nothing_live() -> None:
 def test_bad_ids_in_a_partial_last_block_are_refused(caching, bad) -> None:
     m = BlockManager(8, 4, enable_prefix_caching=caching)
     with pytest.raises(ValueError, match=r"token_ids\[5\]"):
-        m.add_sequence("c", 6, [1, 2, 3, 4, 5, bad])
+        m.admit("c", 6, [1, 2, 3, 4, 5, bad])
     assert not m.tables and m.pool.num_free == 8
 
 
 @pytest.mark.parametrize("bad", BAD_COUNTS)
 def test_bad_counts_are_refused_by_every_method(bad) -> None:
     m = busy_manager()
-    assert_refused(m, lambda m: m.append_tokens("a", bad))
-    assert_refused(m, lambda m: m.can_append("a", bad))
-    assert_refused(m, lambda m: m.blocks_to_append("a", bad))
-    assert_refused(m, lambda m: m.add_sequence("c", bad))
-    assert_refused(m, lambda m: m.can_allocate(bad))
-    assert_refused(m, lambda m: m.can_allocate(4, bad))               # the watermark
+    assert_refused(m, lambda m: m.grow("a", bad))
+    assert_refused(m, lambda m: m.can_grow("a", bad))
+    assert_refused(m, lambda m: m.blocks_to_grow("a", bad))
+    assert_refused(m, lambda m: m.admit("c", bad))
+    assert_refused(m, lambda m: m.can_admit("c", bad))
     assert_refused(m, lambda m: m.pool.allocate(bad))
     assert_refused(m, lambda m: m.table("a").append_tokens(m.pool, bad))
 
 
 @pytest.mark.parametrize("watermark", [-1, 0.5, 1.0, "1", None, True])
 def test_a_watermark_is_a_non_negative_whole_number_of_blocks(watermark) -> None:
-    m = busy_manager()
     with pytest.raises(ValueError, match="watermark_blocks"):
-        m.can_allocate(4, watermark)
+        BlockManager(12, 4, watermark_blocks=watermark)
 
 
 def test_other_refusals_change_nothing() -> None:
     m = busy_manager()
-    assert_refused(m, lambda m: m.add_sequence("a", 4))                       # already live
-    assert_refused(m, lambda m: m.add_sequence("c", 4, [1, 2, 3]))            # length mismatch
-    assert_refused(m, lambda m: m.add_sequence("c", 4, "abcd"))               # a string is not ids
-    assert_refused(m, lambda m: m.add_sequence("c", 4, 1234))
-    assert_refused(m, lambda m: m.add_sequence("c", 49))                      # more than the pool
-    assert_refused(m, lambda m: m.append_tokens("nobody"))
+    assert_refused(m, lambda m: m.admit("a", 4))                       # already live
+    assert_refused(m, lambda m: m.admit("c", 4, [1, 2, 3]))            # length mismatch
+    assert_refused(m, lambda m: m.admit("c", 4, "abcd"))               # a string is not ids
+    assert_refused(m, lambda m: m.admit("c", 4, 1234))
+    assert_refused(m, lambda m: m.admit("c", 49))                      # more than the pool
+    assert_refused(m, lambda m: m.grow("nobody"))
     assert_refused(m, lambda m: m.fork("nobody", "c"))
     assert_refused(m, lambda m: m.fork("a", "b"))
     assert_refused(m, lambda m: m.mark_computed("a", list(range(9))))          # too few ids
     assert_refused(m, lambda m: m.mark_computed("a", list(range(9)) + [None, 3]))
-    assert_refused(m, lambda m: m.finish("nobody"))
+    assert_refused(m, lambda m: m.release("nobody"))
     assert_refused(m, lambda m: m.slot_mapping("a", 0, 11))
     assert_refused(m, lambda m: m.slot_mapping("a", True, 3))
     assert_refused(m, lambda m: m.pool.free_all([0, 0, 0, 0, 0]))
@@ -131,8 +129,8 @@ def test_a_hash_function_that_raises_changes_nothing() -> None:
         return bytes(tokens)
 
     m.enable_prefix_caching(refuse_second_block)
-    assert_refused(m, lambda m: m.add_sequence("c", 9, list(range(9))))    # fails in the lookup
-    assert_refused(m, lambda m: m.add_sequence("c", 8, list(range(8))))    # fails hashing the capped last block
+    assert_refused(m, lambda m: m.admit("c", 9, list(range(9))))    # fails in the lookup
+    assert_refused(m, lambda m: m.admit("c", 8, list(range(8))))    # fails hashing the capped last block
 
 
 @pytest.mark.parametrize("bad", [True, False, 0, -3, 2.0, "16", None])
@@ -184,10 +182,10 @@ def test_checks_name_the_argument_and_shorten_huge_values() -> None:
 def test_any_bad_id_anywhere_changes_nothing(prompt, where, bad, caching) -> None:
     """Property: with or without caching, one bad id at any position is refused and nothing moves."""
     m = BlockManager(12, 4, enable_prefix_caching=caching)
-    m.add_sequence("a", 9, list(range(9)))
+    m.admit("a", 9, list(range(9)))
     m.mark_computed("a", list(range(9)))
     i = where.draw(st.integers(0, len(prompt) - 1))
     tokens = prompt[:i] + [bad] + prompt[i + 1:]
-    assert_refused(m, lambda m: m.add_sequence("c", len(tokens), tokens))
-    assert_refused(m, lambda m: m.can_allocate(len(tokens), 0, tokens))
+    assert_refused(m, lambda m: m.admit("c", len(tokens), tokens))
+    assert_refused(m, lambda m: m.can_admit("c", len(tokens), tokens))
     assert_refused(m, lambda m: m.mark_computed("a", list(range(9))[:i] + [bad] + list(range(9))[i + 1:]))

@@ -65,7 +65,7 @@ def test_contiguous_baseline_gives_the_same_tokens_with_less_concurrency(tiny) -
     assert [o.token_ids for o in out_p] == [o.token_ids for o in out_c]
     assert max(s.num_running for s in contiguous.history) == 256 // 64
     assert max(s.num_running for s in paged.history) > 256 // 64
-    assert contiguous.memory.arena.reserved == 0 and not contiguous.memory.lengths
+    assert contiguous.memory.pool.num_used == 0 and not contiguous.memory.tables
 
 
 def test_seeded_sampling_is_reproducible_alone_or_in_a_crowd(tiny) -> None:
@@ -212,7 +212,8 @@ def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tin
     long = Llama(dataclasses.replace(m.config, max_position_embeddings=131_072), m.embed, m.layers, m.final_norm,
                  m.lm_head)
     engine = LLMEngine(long, policy="contiguous")
-    assert engine.max_seq_len == DEFAULT_MAX_SEQ_LEN == 2048 and engine.memory.arena.capacity == 10 * 2048
+    assert engine.max_seq_len == DEFAULT_MAX_SEQ_LEN == 2048 and engine.memory.pool.capacity_tokens == 10 * 2048
+    assert engine.memory.block_size == 2048     # one block per request: its reservation
     assert LLMEngine(long).max_seq_len == 131_072          # paged reserves nothing: the whole context
     out = engine.generate([_prompts(tiny, 1, seed=6)[0]], SamplingParams(max_tokens=3, ignore_eos=True),
                           use_tqdm=False)
@@ -221,10 +222,10 @@ def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tin
 
 def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, monkeypatch) -> None:
     """Every layer of a step reuses the step's gather indices: they are built once, at its first layer."""
-    from pagedkv_edu.model.kv_store import PagedKVStore
+    from pagedkv_edu.kv_cache import PagedKVCache
 
     built = []
-    original = PagedKVStore._gather_plan
+    original = PagedKVCache._gather_plan
 
     def counting(self, meta):
         plan = original(self, meta)
@@ -232,7 +233,7 @@ def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, mon
             built.append((meta, plan))
         return plan
 
-    monkeypatch.setattr(PagedKVStore, "_gather_plan", counting)
+    monkeypatch.setattr(PagedKVCache, "_gather_plan", counting)
     engine = _engine(tiny)
     engine.generate(_prompts(tiny, 3, seed=7), SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
     assert len(built) == len(engine.history)   # one plan per step, whatever the number of layers
@@ -248,21 +249,24 @@ def test_mixed_steps_on_the_triton_decode_kernel_give_the_torch_tokens(tiny) -> 
     assert [o.token_ids for o in triton_out] == [o.token_ids for o in torch_out]
 
 
-def test_the_runner_keeps_one_block_table_row_per_sequence_and_writes_only_what_changed(tiny) -> None:
-    from pagedkv_edu.engine.model_runner import ModelRunner
-    from pagedkv_edu.model.kv_store import PagedKVStore
+def test_the_runner_keeps_one_block_table_row_per_sequence_and_writes_only_what_changed() -> None:
+    from types import SimpleNamespace
 
-    runner = ModelRunner(tiny.model, PagedKVStore(tiny.model.config, 16, 4), max_seq_len=64)
-    table = [3, 5]
-    row = runner._row("a", table)
-    assert runner.block_table[row, :3].tolist() == [3, 5, -1]
-    table += [7]                                   # a new block: only the new entry is written
-    runner.block_table[row, 0] = 99                # (a stale entry stays stale: proof nothing else was rewritten)
-    assert runner._row("a", table) == row and runner.block_table[row, :3].tolist() == [99, 5, 7]
-    table[-1] = 8                                  # copy-on-write replaced the last block
-    runner._row("a", table)
-    assert runner.block_table[row, :3].tolist() == [99, 5, 8]
-    rows = {runner._row(f"s{i}", [i]) for i in range(20)}   # more sequences than rows: the table grows
-    assert len(rows | {row}) == 21 and runner.block_table.shape[0] >= 21
-    runner.release("a")
-    assert runner._row("b", [1]) == row and runner.block_table[row, :2].tolist() == [1, -1]
+    from pagedkv_edu.engine.model_runner import BlockTableRows
+    from pagedkv_edu.scheduler import ScheduledSeq
+
+    def brings(seq_id, ids, at):
+        return ScheduledSeq(SimpleNamespace(seq_id=seq_id), 1, 0, False, True, tuple(ids), at)
+
+    rows = BlockTableRows(16)
+    row = rows.append_row(brings("a", [3, 5], 0))  # a fresh sequence: its whole table
+    assert rows.table[row, :3].tolist() == [3, 5, -1]
+    rows.table[row, 0] = 99                        # (a stale entry stays stale: proof nothing else is rewritten)
+    assert rows.append_row(brings("a", [7], 2)) == row and rows.table[row, :3].tolist() == [99, 5, 7]
+    rows.append_row(brings("a", [8], 2))           # copy-on-write replaced the last block
+    assert rows.table[row, :3].tolist() == [99, 5, 8]
+    assert rows.append_row(brings("a", [], 3)) == row and rows.ids("a") == [99, 5, 8]   # nothing new
+    others = {rows.append_row(brings(f"s{i}", [i], 0)) for i in range(20)}   # more sequences than rows: grows
+    assert len(others | {row}) == 21 and rows.table.shape[0] >= 21
+    rows.release("a")
+    assert rows.append_row(brings("b", [1], 0)) == row and rows.table[row, :2].tolist() == [1, -1]

@@ -13,7 +13,7 @@ from pagedkv_edu.engine.request import Request, Status
 from pagedkv_edu.generate import generate
 from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.prefix_cache import hash_block
-from pagedkv_edu.scheduler import PagedMemory, Scheduler
+from pagedkv_edu.scheduler import Scheduler
 from pagedkv_edu.simulate import simulate
 from pagedkv_edu.workload import Request as Workload
 
@@ -45,7 +45,7 @@ def test_two_equal_records_are_two_sequences() -> None:
     a, b = Request("x", [1, 2, 3]), Request("x", [1, 2, 3])
     assert a != b and a == a
     manager = BlockManager(8, 2)
-    scheduler = Scheduler(PagedMemory(manager))
+    scheduler = Scheduler(manager)
     scheduler.add(a)
     with pytest.raises(ValueError, match="already queued"):
         scheduler.add(a)
@@ -65,7 +65,7 @@ def test_each_block_is_hashed_once_per_request(monkeypatch) -> None:
 
     manager = BlockManager(32, 4)
     manager.enable_prefix_caching(counting)
-    scheduler = Scheduler(PagedMemory(manager), max_num_batched_tokens=6)    # chunked: admission then growth
+    scheduler = Scheduler(manager, max_num_batched_tokens=6)    # chunked: admission then growth
     r = Request("r", list(range(100, 118)))    # 18 tokens: 4 full blocks
     scheduler.add(r)
     for step in range(8):
@@ -79,7 +79,7 @@ def test_each_block_is_hashed_once_per_request(monkeypatch) -> None:
 
 def test_status_follows_the_sequence_through_preemption_and_finish() -> None:
     manager = BlockManager(3, 2)
-    scheduler = Scheduler(PagedMemory(manager))
+    scheduler = Scheduler(manager)
     a, b = Request("a", [1, 2]), Request("b", [3, 4])
     scheduler.add(a)
     scheduler.add(b)
@@ -100,10 +100,10 @@ def test_last_step_block_tables_do_not_change_after_the_step(tiny) -> None:
     engine.add_request(_prompts(tiny, 1)[0][:5], SamplingParams(max_tokens=8, ignore_eos=True))
     engine.step()
     first = engine.last_step
-    tables = [list(s.block_ids) for s in first.scheduled]
+    tables = [s.new_block_ids for s in first.scheduled]
     for _ in range(5):
         engine.step()
-    assert [s.block_ids for s in first.scheduled] == tables
+    assert [s.new_block_ids for s in first.scheduled] == tables
     assert len(engine.block_manager.tables[0].block_ids) > len(tables[0])   # the live table did grow
 
 
@@ -176,7 +176,7 @@ def test_a_whole_prompt_prefill_reads_its_own_kv_without_a_gather(tiny) -> None:
     # The two steps build the same metadata; the second gathers K and V of the earlier chunk in every layer
     # (and picks its sampling row: one index more). Gathering the first chunk too would leave a difference of 1.
     assert counts[1] - counts[0] == 2 * layers + 1
-    plan = engine.store._plan[1]
+    plan = engine.kv_cache._plan[1]
     (_, n, length, blocks), = plan.prefills
     assert (n, length) == (16, 40) and blocks.numel() == 10   # 10 block ids, not 40 slot ids
 
@@ -220,3 +220,27 @@ def test_keep_logprobs_leaves_each_sequences_last_distribution_on_its_record(tin
     lp = engine.requests[rid].last_logprobs
     assert lp.shape == (tiny.model.config.vocab_size,) and abs(float(lp.exp().sum()) - 1) < 1e-4
     assert int(lp.argmax()) == engine.requests[rid].output_token_ids[-1]     # greedy took the most likely
+
+
+# --- item 5: the runner's table is kept from the changes the scheduler sends ----------------------
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_the_runners_table_follows_the_block_manager_through_forks_hits_and_preemptions(tiny, mode) -> None:
+    """Each scheduled sequence brings only the ids its table gained; the runner's rows equal the live tables."""
+    engine = LLMEngine(tiny.model, kv_budget_tokens=48, block_size=3, max_seq_len=40, watermark=0.0,
+                       enable_prefix_caching=True, preemption_mode=mode, max_num_batched_tokens=16)
+    shared = _prompts(tiny, 1, lo=7, hi=7, seed=3)[0]
+    for i, prompt in enumerate(_prompts(tiny, 5, lo=2, hi=8, seed=4)):
+        engine.add_request(shared + prompt, SamplingParams(n=2 if i % 2 else 1, max_tokens=8, ignore_eos=True,
+                                                           temperature=1.0, seed=i))
+    sent = whole = 0
+    while engine.has_unfinished:
+        engine.step()
+        for s in engine.last_step.scheduled:
+            sent += len(s.new_block_ids)
+            whole += -(-s.seq_len // 3)          # the blocks a whole-table copy would have sent
+        rows = engine.runner.tables
+        for seq in engine.scheduler.running:
+            if seq.seq_id in rows.rows:
+                assert rows.ids(seq.seq_id) == engine.block_manager.block_ids(seq.seq_id), seq.seq_id
+    assert engine.scheduler.num_preemptions > 0 and engine.scheduler.counts.prefix_hit_tokens > 0
+    assert sent < whole / 2          # changes, not snapshots

@@ -74,8 +74,8 @@ def test_parallel_sampling_forks_and_gives_the_tokens_of_independent_requests(ti
     greedy = _engine(tiny).generate([prompt], GREEDY, use_tqdm=False)[0]
     engine = _engine(tiny)
     copies: list[tuple[int, int]] = []
-    apply = engine.store.cache.copy_blocks
-    engine.store.cache.copy_blocks = lambda pairs, backend: (copies.extend(pairs), apply(pairs, backend))
+    apply = engine.kv_cache.copy_blocks
+    engine.kv_cache.copy_blocks = lambda pairs: (copies.extend(pairs), apply(pairs))
     out = engine.generate([prompt], SamplingParams(max_tokens=8, ignore_eos=True, n=3), use_tqdm=False)[0]
     assert [c.index for c in out.completions] == [0, 1, 2] and len(copies) == 2
     assert all(c.token_ids == greedy.token_ids for c in out.completions) and out.token_ids == greedy.token_ids

@@ -6,18 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from pagedkv_edu.block_table import BlockTable
 from pagedkv_edu.exercises.ch5 import HIDDEN_STEP_CASES, STEP_CASES, check_step_layout
 from pagedkv_edu.exercises.solutions.ch5 import step_layout
-from pagedkv_edu.model.kv_store import StepMetadata
+from pagedkv_edu.kv_cache import StepMetadata
 
 B = 16   # the notebook-wide block size a solution may use by mistake
 
 
 def test_solution_matches_the_decoders_step_metadata() -> None:
     for case in STEP_CASES + tuple(HIDDEN_STEP_CASES[:40]):
-        tables = [BlockTable(case.block_size, list(t), n) for t, n in zip(case.block_tables, case.seq_lens)]
-        meta = StepMetadata.build(list(range(len(tables))), case.seq_lens, case.query_lens, torch.device("cpu"), tables)
+        meta = StepMetadata.build(list(range(len(case.block_tables))), case.seq_lens, case.query_lens, "cpu",
+                                  case.block_tables, case.block_size)
         positions, slots, last = step_layout(case.block_tables, case.seq_lens, case.query_lens, case.block_size)
         assert meta.positions.tolist() == positions
         assert meta.slot_mapping.tolist() == slots

@@ -13,7 +13,6 @@ from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.exercises import ch6
 from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch6 as sol6
-from pagedkv_edu.scheduler import PagedMemory
 
 
 # --- can_admit ------------------------------------------------------------------------------------
@@ -24,11 +23,11 @@ def _admit_cases() -> list[ArgsCase]:
 def test_can_admit_solution_agrees_with_the_scheduler() -> None:
     for case in _admit_cases():
         tokens, b, free, watermark, running = case.args
-        manager = BlockManager(free + running, b)
+        manager = BlockManager(free + running, b, watermark_blocks=watermark)
         for i in range(running):
-            manager.add_sequence(f"running-{i}", 1)
+            manager.admit(f"running-{i}", 1)
         assert manager.pool.num_free == free, case.name
-        assert PagedMemory(manager, watermark).can_admit("new", tokens) is sol6.can_admit(*case.args), case.name
+        assert manager.can_admit("new", tokens) is sol6.can_admit(*case.args), case.name
 
 
 def test_hidden_admit_cases_cover_the_edges() -> None:

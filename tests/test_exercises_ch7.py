@@ -16,13 +16,13 @@ from pagedkv_edu.exercises.solutions.ch7 import append_with_cow
 def test_append_with_cow_agrees_with_the_block_manager() -> None:
     """The first case through BlockManager.fork / append_tokens / take_copies gives the same story."""
     m = BlockManager(6, 4)
-    m.add_sequence("parent", 6)                       # blocks 0, 1: the case's start
+    m.admit("parent", 6)                       # blocks 0, 1: the case's start
     m.fork("parent", "child")
     tables, refs, free = {"parent": [0, 1], "child": [0, 1]}, [2, 2, 0, 0, 0, 0], [2, 3, 4, 5]
     lengths = {"parent": 6, "child": 6}
     for seq in COW_CASES[0].appends:
         slot, copy = append_with_cow(tables[seq], lengths[seq], 4, refs, free)
-        m.append_tokens(seq)
+        m.grow(seq)
         lengths[seq] += 1
         assert m.take_copies() == ([copy] if copy else [])
         assert tables[seq] == m.table(seq).block_ids and refs == m.pool.ref_counts
@@ -264,7 +264,7 @@ def test_regroup_beams_agrees_with_the_block_manager() -> None:
             m.tables[i] = BlockTable(4, list(table), 4 * len(table))
         for i in range(len(case.tables)):
             if i not in case.parents:
-                m.finish(i)
+                m.release(i)
         seen, ids = set(), []
         for j, p in enumerate(case.parents):
             if p in seen:

@@ -22,7 +22,7 @@ def _ref(case: ch8.LookupCase) -> list[int]:
 def test_the_lookup_agrees_with_the_prefix_cache() -> None:
     m = BlockManager(16, 4, enable_prefix_caching=True)
     cached = list(range(11, 21)) + [40, 41]
-    m.add_sequence("a", len(cached), cached)
+    m.admit("a", len(cached), cached)
     m.mark_computed("a", cached)
     blocks = m.table("a").block_ids
     table, holds, parent = {}, {}, None

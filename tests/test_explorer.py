@@ -122,7 +122,7 @@ def test_decode_step_counts_copy_on_write_blocks_before_changing_anything() -> N
 
 
 def test_the_explorer_drives_the_engines_scheduler() -> None:
-    """Clicks go through the same Scheduler and PagedMemory as the engine, so they count what the picture shows."""
+    """Clicks go through the same Scheduler and BlockManager as the engine, so they count what the picture shows."""
     state = ExplorerState(12, 4)
     state.add_request(6)
     state.fork(0)
@@ -218,8 +218,8 @@ def test_constructor_rejects_bad_sizes() -> None:
 # --- the renderer on fixed states --------------------------------------------------------
 def seed_004_manager() -> BlockManager:
     manager = BlockManager.over(BlockPool.from_free_order(8, 4, BLOCK_TABLE_ARTICLE_FREE_ORDER))
-    manager.add_sequence(0, 7)
-    manager.append_tokens(0, 2)
+    manager.admit(0, 7)
+    manager.grow(0, 2)
     return manager
 
 
@@ -282,7 +282,7 @@ def test_shared_block_is_striped_and_badged() -> None:
 
 def test_long_tables_are_elided_but_keep_the_last_row() -> None:
     manager = BlockManager(40, 2)
-    manager.add_sequence("long", 61)               # 31 blocks
+    manager.admit("long", 61)               # 31 blocks
     svg = render_svg(snapshot(manager), max_rows=6)
     rows = table_rows(svg)["long"]
     assert [r[0] for r in rows] == [0, 1, 2, 3, 30]
@@ -315,7 +315,7 @@ def test_snapshot_rejects_bad_input() -> None:
 def test_picture_mimebundle_is_svg_and_text_of_the_state_at_creation() -> None:
     manager = seed_004_manager()
     picture = Picture(manager)
-    manager.finish(0)                              # later changes do not alter the picture
+    manager.release(0)                              # later changes do not alter the picture
     bundle = picture._repr_mimebundle_()
     assert set(bundle) == {"image/svg+xml", "text/plain"}
     assert table_rows(bundle["image/svg+xml"]) == {"r0": [(0, 7, 4), (1, 1, 4), (2, 3, 1)]}

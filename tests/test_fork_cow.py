@@ -21,55 +21,55 @@ def state(m: BlockManager) -> tuple:
 
 def test_fork_shares_every_block_and_the_first_append_copies_the_partial_last_block() -> None:
     m = BlockManager(8, 4)
-    m.add_sequence("p", 6)                                    # blocks 0 (4/4) and 1 (2/4)
+    m.admit("p", 6)                                    # blocks 0 (4/4) and 1 (2/4)
     child = m.fork("p", "c")
     assert child.block_ids == [0, 1] and child.num_tokens == 6 and m.ref_count_of("p") == [2, 2]
     assert m.pool.num_used == 2                               # one copy of the prompt in memory
-    assert m.append_tokens("c") == [2]                        # copy-on-write: a fresh block replaces block 1
+    assert m.grow("c") == [2]                        # copy-on-write: a fresh block replaces block 1
     assert m.table("c").block_ids == [0, 2] and m.table("p").block_ids == [0, 1]
     assert m.ref_count_of("p") == [2, 1] and m.take_copies() == [(1, 2)]
-    assert m.append_tokens("p") == [] and m.take_copies() == []   # block 1 is the parent's alone now: no copy
+    assert m.grow("p") == [] and m.take_copies() == []   # block 1 is the parent's alone now: no copy
     assert m.take_copies() == []
 
 
 def test_a_full_shared_last_block_is_never_copied() -> None:
     m = BlockManager(8, 4)
-    m.add_sequence("p", 8)
+    m.admit("p", 8)
     m.fork("p", "c")
-    assert m.append_tokens("c") == [2] and m.take_copies() == []   # a new block, nothing to copy
+    assert m.grow("c") == [2] and m.take_copies() == []   # a new block, nothing to copy
     assert m.ref_count_of("c") == [2, 2, 1]
 
 
 def test_the_last_reference_frees_a_block() -> None:
     m = BlockManager(8, 4)
-    m.add_sequence("p", 6)
+    m.admit("p", 6)
     m.fork("p", "c1")
     m.fork("c1", "c2")
     assert m.ref_count_of("p") == [3, 3]
-    m.finish("p")
-    m.finish("c1")
+    m.release("p")
+    m.release("c1")
     assert m.pool.num_used == 2 and m.ref_count_of("c2") == [1, 1]
-    assert m.finish("c2") == [1, 0] and m.pool.num_free == 8
+    assert m.release("c2") == [1, 0] and m.pool.num_free == 8
 
 
 def test_copy_on_write_needs_a_free_block_and_fails_whole() -> None:
     m = BlockManager(3, 4)
-    m.add_sequence("p", 6)
-    m.add_sequence("q", 1)
+    m.admit("p", 6)
+    m.admit("q", 1)
     m.fork("p", "c")
-    assert not m.can_append("c") and m.can_append("q")
+    assert not m.can_grow("c") and m.can_grow("q")
     before = state(m)
     with pytest.raises(OutOfBlocksError, match="one to copy its shared last block"):
-        m.append_tokens("c")
+        m.grow("c")
     assert state(m) == before and m.take_copies() == []
 
 
 def test_a_queued_copy_into_a_block_freed_in_the_same_step_is_dropped() -> None:
     m = BlockManager(8, 4)
-    m.add_sequence("p", 6)
+    m.admit("p", 6)
     m.fork("p", "c")
-    m.append_tokens("c")                                      # queues (1, 2)
-    m.finish("c")                                             # preempted before the forward: block 2 is free again
+    m.grow("c")                                      # queues (1, 2)
+    m.release("c")                                             # preempted before the forward: block 2 is free again
     assert m.take_copies() == []
 
 
@@ -84,11 +84,11 @@ def cache_with_values(num_blocks: int = 8) -> PagedKVCache:
 def test_copy_on_write_on_real_tensors_leaves_the_parents_view_unchanged(backend: str) -> None:
     m = BlockManager(8, 4)
     cache = cache_with_values()
-    m.add_sequence("p", 6)
+    m.admit("p", 6)
     m.fork("p", "c")
     parent_view = [cache.gather(layer, m.table("p").block_ids, 6) for layer in range(2)]
     parent_blocks = [t[m.table("p").block_ids].clone() for t in cache.k_caches + cache.v_caches]
-    m.append_tokens("c")
+    m.grow("c")
     cache.copy_blocks(m.take_copies(), backend)
     new_slot = torch.tensor(m.slot_mapping("c", 6, 7), device=DEVICE)
     for layer in range(2):                                     # the child writes its 7th token into its own block
@@ -165,10 +165,10 @@ def test_parallel_sampling_holds_the_prompt_once() -> None:
 
 def test_blocks_to_grow_all_counts_one_copy_fewer_than_the_sharers() -> None:
     m = BlockManager(8, 4)
-    m.add_sequence("a", 6)               # blocks [0, 1], block 1 half full
+    m.admit("a", 6)               # blocks [0, 1], block 1 half full
     m.fork("a", "b")
     m.fork("a", "c")
-    m.add_sequence("d", 4)               # a full last block: a new block
+    m.admit("d", 4)               # a full last block: a new block
     assert m.blocks_to_grow_all() == {"a": 1, "b": 1, "c": 0, "d": 1}
-    taken = {s: m.append_tokens(s) for s in ("a", "b", "c", "d")}
+    taken = {s: m.grow(s) for s in ("a", "b", "c", "d")}
     assert [len(ids) for ids in taken.values()] == [1, 1, 0, 1]   # what the count promised

@@ -77,7 +77,7 @@ def test_prefill_then_decode_through_the_block_manager(backend: str) -> None:
     slots: list[int] = []
     owners: list[int] = []
     for seq, n in prompt_lens.items():
-        manager.add_sequence(seq, n)
+        manager.admit(seq, n)
         slots += manager.slot_mapping(seq)
         owners += [seq] * n
     slots.insert(3, -1)  # a padding token in the middle of the batch
@@ -93,7 +93,7 @@ def test_prefill_then_decode_through_the_block_manager(backend: str) -> None:
     for _ in range(2):  # two decode steps: one token per sequence
         step = []
         for seq in prompt_lens:
-            manager.append_tokens(seq, 1)
+            manager.grow(seq, 1)
             step.append(manager.slot_mapping(seq)[-1])
         slot_mapping = torch.tensor(step, dtype=torch.int32, device=DEVICE)
         for layer in range(2):

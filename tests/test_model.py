@@ -11,13 +11,12 @@ import torch
 from pagedkv_edu import runtime
 from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.block_pool import OutOfBlocksError
-from pagedkv_edu.contiguous import ContiguousArena
+from pagedkv_edu.contiguous import ContiguousArena, ContiguousMemory
 from pagedkv_edu.engine.model_runner import plan_step
 from pagedkv_edu.generate import blocks_for, generate
-from pagedkv_edu.model import ContiguousKVStore, LlamaConfig, PagedKVStore, load_model
+from pagedkv_edu.model import LlamaConfig, PagedKVCache, load_model
 from pagedkv_edu.model import loading
 from pagedkv_edu.attention.reference import prefix_causal_sdpa
-from pagedkv_edu.scheduler import ContiguousMemory
 from pagedkv_edu.model.llama import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq
 
 
@@ -133,7 +132,7 @@ def test_paged_and_contiguous_decoding_give_identical_tokens(tiny):
     paged = generate(tiny.model, prompts, 20, cache="paged", block_size=4, record_logits=True)
     contiguous = generate(tiny.model, prompts, 20, cache="contiguous", record_logits=True)
     assert paged.tokens == contiguous.tokens
-    assert contiguous.block_tables is None
+    assert [len(t.block_ids) for t in contiguous.block_tables] == [1] * len(prompts)   # one reservation each
     for a, b in zip(paged.step_logits, contiguous.step_logits):
         assert torch.allclose(a, b, atol=1e-5)
 
@@ -189,15 +188,15 @@ def test_prefill_over_a_cached_prefix_matches_one_shot_prefill(tiny):
     """A later chapter prefills only the uncached tail (prefix hit, recompute after preemption)."""
     prompt = random_prompts([23], seed=6)[0]
     model = tiny.model
-    whole, whole_blocks = PagedKVStore(model.config, 16, 4), BlockManager(16, 4)
+    whole, whole_blocks = PagedKVCache.for_model(model.config, 16, 4), BlockManager(16, 4)
     logits_whole = model(torch.tensor(prompt), plan_step(whole_blocks, ["s"], [23]), whole)
-    split, split_blocks = PagedKVStore(model.config, 16, 4), BlockManager(16, 4)
+    split, split_blocks = PagedKVCache.for_model(model.config, 16, 4), BlockManager(16, 4)
     model(torch.tensor(prompt[:10]), plan_step(split_blocks, ["s"], [10]), split)          # the cached prefix
     logits_split = model(torch.tensor(prompt[10:]), plan_step(split_blocks, ["s"], [13]), split)
     assert torch.allclose(logits_whole, logits_split, atol=1e-5)
     for layer in range(model.config.num_layers):
-        k_whole, _ = whole.cache.gather(layer, whole_blocks.table("s").block_ids, 23)
-        k_split, _ = split.cache.gather(layer, split_blocks.table("s").block_ids, 23)
+        k_whole, _ = whole.gather(layer, whole_blocks.table("s").block_ids, 23)
+        k_split, _ = split.gather(layer, split_blocks.table("s").block_ids, 23)
         assert torch.allclose(k_whole, k_split, atol=1e-6)
 
 
@@ -219,7 +218,7 @@ def test_stop_tokens_end_a_sequence_early_and_free_it_from_later_steps(tiny):
 
 
 def test_the_store_can_be_driven_step_by_step(tiny):
-    store = PagedKVStore(tiny.model.config, 8, 4)
+    store = PagedKVCache.for_model(tiny.model.config, 8, 4)
     seen = []
     result = generate(tiny.model, random_prompts([5]), 5, store=store,
                       on_step=lambda step, m: seen.append((step, list(m.table(0).block_ids), m.table(0).num_tokens)))
@@ -328,7 +327,6 @@ def test_contiguous_memory_refuses_overflowing_reservations(tiny):
     assert not memory.can_grow("a") and not memory.can_admit("b", 1)
     with pytest.raises(ValueError, match="filled its reservation of 8 slots"):
         memory.grow("a")
-    assert ContiguousKVStore(tiny.model.config, 2, 8).capacity == 16
 
 
 def test_a_random_model_runs_without_its_tokenizer_package(monkeypatch):

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from pagedkv_edu.block_manager import BlockManager
 from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
 from pagedkv_edu.prefix_cache import ROOT_HASH, PrefixCache, hash_block
-from pagedkv_edu.scheduler import PagedMemory
 from pagedkv_edu.sharing import few_shot_max_seq_len, few_shot_variant
 from pagedkv_edu.simulate import simulate
 from pagedkv_edu.workload import copilot50
@@ -23,9 +22,9 @@ def cached_manager(num_blocks: int = 16) -> BlockManager:
 
 def admit(m: BlockManager, seq_id: object, tokens: list[int]) -> int:
     """Add a sequence, pretend its prefill ran, return the tokens it found cached."""
-    m.add_sequence(seq_id, len(tokens), tokens)
+    hit = m.admit(seq_id, len(tokens), tokens)
     m.mark_computed(seq_id, tokens)
-    return m.num_cached_tokens(seq_id)
+    return hit
 
 
 SYSTEM = list(range(100, 110))           # 10 tokens: two full blocks of 4 and half a block
@@ -48,8 +47,8 @@ def test_a_second_request_reuses_the_shared_full_blocks_and_computes_the_rest() 
     assert b.block_ids[:2] == a.block_ids[:2] and b.block_ids[2] != a.block_ids[2]
     assert m.ref_count_of("b") == [2, 2, 1, 1]
     assert m.prefix_cache.lookup_hit_rate == pytest.approx(8 / (13 + 15))
-    m.finish("a")
-    m.finish("b")
+    m.release("a")
+    m.release("b")
     assert m.pool.num_free == m.pool.num_blocks
 
 
@@ -77,7 +76,7 @@ def test_a_full_prompt_hit_on_a_block_multiple_still_computes_the_last_block() -
 def test_freed_blocks_stay_findable_until_reused_and_a_hit_takes_them_out_of_the_free_queue() -> None:
     m = cached_manager(8)
     admit(m, "a", SYSTEM + [1, 2])                             # blocks 0, 1, 2
-    m.finish("a")
+    m.release("a")
     assert m.pool.free_ids() == [3, 4, 5, 6, 7, 2, 1, 0]       # tail first: block 2 before the shared beginning
     assert m.prefix_cache.cached_free_blocks() == [2, 1, 0]
     # 9 free blocks are not needed: the two cached ones come back out of the middle of the queue.
@@ -91,13 +90,13 @@ def test_eviction_is_lazy_lru_and_takes_the_end_of_a_sequence_before_its_beginni
     m = cached_manager(6)
     admit(m, "old", list(range(300, 312)))                     # 3 full blocks: 0, 1, 2
     admit(m, "new", list(range(400, 408)))                     # 2 full blocks: 3, 4
-    m.finish("old")
-    m.finish("new")
+    m.release("old")
+    m.release("new")
     assert m.pool.free_ids() == [5, 2, 1, 0, 4, 3]
-    m.add_sequence("x", 8)                                     # takes 5 (never cached) and 2: old's last block
+    m.admit("x", 8)                                     # takes 5 (never cached) and 2: old's last block
     assert m.prefix_cache.num_evictions == 1 and 2 not in m.prefix_cache
     assert m.prefix_cache.lookup(list(range(300, 312)) + [0]).block_ids == (0, 1)   # old's prefix is still there
-    m.add_sequence("y", 8)                                     # 1 and 0: the rest of old, least recently used
+    m.admit("y", 8)                                     # 1 and 0: the rest of old, least recently used
     assert m.prefix_cache.lookup(list(range(300, 312)) + [0]).block_ids == ()
     assert m.prefix_cache.lookup(list(range(400, 408)) + [0]).block_ids == (3, 4)   # newer blocks survive
     assert m.prefix_cache.num_evictions == 3
@@ -143,18 +142,18 @@ def test_with_any_colliding_hash_every_hit_holds_exactly_the_prompt_prefix(promp
     for i, tokens in enumerate(prompts):
         for block_id in discards[i:i + 1]:
             m.prefix_cache.discard(block_id)
-        if not m.can_allocate(len(tokens), 0, tokens):
+        if not m.can_admit(i, len(tokens), tokens):
             break
         hit = m.prefix_cache.lookup(tokens)
         for j, block_id in enumerate(hit.block_ids):
             assert written[block_id] == tuple(tokens[:(j + 1) * 2])
-        m.add_sequence(i, len(tokens), tokens)
+        m.admit(i, len(tokens), tokens)
         m.mark_computed(i, tokens)
         table = m.table(i)
         for j, block_id in enumerate(table.block_ids[len(hit.block_ids):len(tokens) // 2], len(hit.block_ids)):
             written[block_id] = tuple(tokens[:(j + 1) * 2])
         if i % 3 == 2:
-            m.finish(i - 1)
+            m.release(i - 1)
 
 
 def test_same_step_sharing_and_release_in_either_order() -> None:
@@ -164,12 +163,12 @@ def test_same_step_sharing_and_release_in_either_order() -> None:
     pass: releasing the sharers in either order leaves the written blocks findable.
     """
     m = cached_manager()
-    m.add_sequence("a", 13, SYSTEM + [1, 2, 3])                # admitted, not computed yet
-    m.add_sequence("b", 13, SYSTEM + [4, 5, 6])                # same step: shares a's blocks
-    assert m.num_cached_tokens("b") == 8 and m.ref_count_of("b") == [2, 2, 1, 1]
-    m.finish("a")                                              # oldest first is allowed too
+    m.admit("a", 13, SYSTEM + [1, 2, 3])                # admitted, not computed yet
+    assert m.admit("b", 13, SYSTEM + [4, 5, 6]) == 8           # same step: shares a's blocks
+    assert m.ref_count_of("b") == [2, 2, 1, 1]
+    m.release("a")                                              # oldest first is allowed too
     assert m.ref_count_of("b") == [1, 1, 1, 1]
-    m.finish("b")
+    m.release("b")
     assert m.pool.num_free == m.pool.num_blocks
     assert admit(m, "c", SYSTEM + [1, 2, 3]) == 12             # a's three full blocks stay findable
 
@@ -177,24 +176,24 @@ def test_same_step_sharing_and_release_in_either_order() -> None:
 def test_admission_counts_only_the_blocks_a_request_takes() -> None:
     m = cached_manager(5)
     admit(m, "a", SYSTEM + [1, 2])                             # 3 blocks held, 2 free
-    memory = PagedMemory(m)
+    memory = m
     prompt = SYSTEM + [7, 8, 9, 10, 11]                        # 15 tokens = 4 blocks, 2 of them cached and in use
     assert memory.can_admit("b", 15, prompt) and not memory.can_admit("b", 15)
-    memory.admit("b", 15, prompt)
-    assert m.pool.num_free == 0 and m.num_cached_tokens("b") == 8
+    assert memory.admit("b", 15, prompt) == 8
+    assert m.pool.num_free == 0
     with pytest.raises(OutOfBlocksError):
-        m.add_sequence("c", 13, SYSTEM + [3, 3, 3])            # needs one new block; none is free
+        m.admit("c", 13, SYSTEM + [3, 3, 3])            # needs one new block; none is free
     assert "c" not in m.tables
 
 
 def test_bad_calls_are_refused() -> None:
     m = cached_manager()
     with pytest.raises(ValueError, match="3 token ids given for a sequence of 4 tokens"):
-        m.add_sequence("a", 4, [1, 2, 3])
+        m.admit("a", 4, [1, 2, 3])
     with pytest.raises(ValueError, match="already on"):
         m.enable_prefix_caching()
-    m.add_sequence("a", 4, [1, 2, 3, 4])
-    with pytest.raises(ValueError, match="before adding sequences"):
+    m.admit("a", 4, [1, 2, 3, 4])
+    with pytest.raises(ValueError, match="before admitting sequences"):
         BlockManager.enable_prefix_caching(m)
     with pytest.raises(ValueError, match="holds 4 tokens but 2 token ids"):
         m.mark_computed("a", [1, 2])

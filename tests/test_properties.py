@@ -74,12 +74,13 @@ class BlockManagerMachine(RuleBasedStateMachine):
         ok = seq not in self.tokens and self.fits_length(n) and blocks_needed(n, self.m.block_size) <= \
             self.m.pool.num_free
         if seq not in self.tokens and n >= 0:
-            assert self.m.can_allocate(n) == (blocks_needed(n, self.m.block_size) <= self.m.pool.num_free)
+            assert self.m.can_admit(seq, n) == (blocks_needed(n, self.m.block_size) <= self.m.pool.num_free)
         if not ok:
-            self.refused(lambda: self.m.add_sequence(seq, n), (KeyError, ValueError, OutOfBlocksError))
+            self.refused(lambda: self.m.admit(seq, n), (KeyError, ValueError, OutOfBlocksError))
             return
         free_before = self.m.pool.free_ids()
-        table = self.m.add_sequence(seq, n)
+        assert self.m.admit(seq, n) == 0
+        table = self.m.table(seq)
         # Blocks come from the front of the free queue, in order.
         assert table.block_ids == free_before[:blocks_needed(n, self.m.block_size)]
         self.tokens[seq] = n
@@ -87,17 +88,17 @@ class BlockManagerMachine(RuleBasedStateMachine):
     @rule(seq=SEQ_IDS, n=GROWTH)
     def append(self, seq: int, n: int) -> None:
         if seq not in self.tokens:
-            self.refused(lambda: self.m.append_tokens(seq, n), (KeyError,))
+            self.refused(lambda: self.m.grow(seq, n), (KeyError,))
             return
         table = self.m.table(seq)
         need = blocks_needed(self.tokens[seq] + n, self.m.block_size) - len(table.block_ids) if n >= 0 else 0
         if n >= 0:
-            assert self.m.can_append(seq, n) == (need <= self.m.pool.num_free)
+            assert self.m.can_grow(seq, n) == (need <= self.m.pool.num_free)
         if not (n >= 0 and self.fits_length(self.tokens[seq] + n) and need <= self.m.pool.num_free):
-            self.refused(lambda: self.m.append_tokens(seq, n), (ValueError, OutOfBlocksError))
+            self.refused(lambda: self.m.grow(seq, n), (ValueError, OutOfBlocksError))
             return
         free_before, ids_before = self.m.pool.free_ids(), list(table.block_ids)
-        new = self.m.append_tokens(seq, n)
+        new = self.m.grow(seq, n)
         assert new == free_before[:need]
         assert table.block_ids == ids_before + new
         self.tokens[seq] += n
@@ -110,14 +111,14 @@ class BlockManagerMachine(RuleBasedStateMachine):
     @rule(seq=SEQ_IDS)
     def finish(self, seq: int) -> None:
         if seq not in self.tokens:
-            self.refused(lambda: self.m.finish(seq), (KeyError,))
+            self.refused(lambda: self.m.release(seq), (KeyError,))
             return
         ids = list(self.m.table(seq).block_ids)
         free_before = self.m.pool.free_ids()
-        assert self.m.finish(seq) == ids[::-1]  # tail first
+        assert self.m.release(seq) == ids[::-1]  # tail first
         assert self.m.pool.free_ids() == free_before + ids[::-1]
         del self.tokens[seq]
-        self.refused(lambda: self.m.finish(seq), (KeyError,))  # and never twice
+        self.refused(lambda: self.m.release(seq), (KeyError,))  # and never twice
 
     @precondition(lambda self: self.tokens)
     @rule(index=st.integers(0, 5))
@@ -192,7 +193,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         if not hasattr(self, "m"):
             return
         for seq in list(self.tokens):
-            self.m.finish(seq)
+            self.m.release(seq)
         pool = self.m.pool
         assert self.m.tables == {}
         assert sorted(pool.free_ids()) == list(range(pool.num_blocks))

@@ -35,7 +35,7 @@ def run():
     outputs = []
     while engine.has_unfinished:
         outputs += engine.step()
-        manager = engine.scheduler.memory.manager
+        manager = engine.scheduler.memory
         step = engine.last_step
         checks.append((tuple(manager.pool.ref_counts), {k: tuple(t.block_ids) for k, t in manager.tables.items()},
                        [s.seq_id for s in engine.scheduler.running],

@@ -12,7 +12,9 @@ runs dry. After every action the memory's books must balance:
 * utilisation (tokens held / slots held, a shared block counted once) is at most 1;
 * no request is lost: each is waiting, running or finished, exactly once;
 * a step never preempts what it admitted, never exceeds its token or sequence cap, and its
-  copy-on-write destinations are blocks of live tables.
+  copy-on-write destinations are blocks of live tables;
+* the runner's persistent block table, written only from the ids each scheduled sequence
+  gained (``new_block_ids`` at ``first_new_block``), equals the block manager's tables.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.scheduler import PagedMemory, Scheduler, Status, seats_of
+from pagedkv_edu.engine.model_runner import BlockTableRows
+from pagedkv_edu.scheduler import Scheduler, Status, seats_of
 from pagedkv_edu.swap import SwapSpace
 
 STEPS = Counter()   # schedule() calls across the whole run: the test below checks there were enough
@@ -53,10 +56,11 @@ class SchedulerMachine(RuleBasedStateMachine):
                 host_blocks=st.none() | st.integers(1, 16))
     def build(self, num_blocks: int, block_size: int, watermark: int, max_num_seqs: int | None,
               budget: int | None, host_blocks: int | None) -> None:
-        self.manager = BlockManager(num_blocks, block_size, enable_prefix_caching=True)
         self.swap = None if host_blocks is None else SwapSpace(host_blocks, block_size)   # preemption by swap
-        self.scheduler = Scheduler(PagedMemory(self.manager, watermark, self.swap), max_num_seqs, budget,
-                                   "recompute" if self.swap is None else "swap")
+        self.manager = BlockManager(num_blocks, block_size, enable_prefix_caching=True, watermark_blocks=watermark,
+                                    swap=self.swap)
+        self.scheduler = Scheduler(self.manager, max_num_seqs, budget, "recompute" if self.swap is None else "swap")
+        self.rows = BlockTableRows(num_blocks)   # the runner's table, kept from the step's changes only
         self.finished: list[Seq] = []
         self.added: list[Seq] = []
         self.next_id = 0
@@ -93,11 +97,16 @@ class SchedulerMachine(RuleBasedStateMachine):
         live = {b for t in self.manager.tables.values() for b in t.block_ids}
         for src, dst in step.copies:
             assert src != dst and dst in live
+        for seq in step.preempted + step.failed:
+            self.rows.release(seq.seq_id)
         for s in step.scheduled:
             assert s.num_new_tokens >= 1 and s.seq_len <= s.seq.num_tokens
             assert self.manager.table(s.seq.seq_id).num_tokens == s.seq_len
+            self.rows.append_row(s)
             if s.samples:
                 s.seq.output.append(token)
+        for seq_id in self.rows.rows:   # every row the runner holds is its sequence's live table
+            assert self.rows.ids(seq_id) == self.manager.block_ids(seq_id), seq_id
         self.finished += step.failed
         STEPS["swapped_out"] += len(step.swapped_out)
         STEPS["blocks_swapped_in"] += len(step.swap_in)
@@ -107,6 +116,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def finish(self, data: st.DataObject) -> None:
         seq = data.draw(st.sampled_from([s for s in self.scheduler.running if s.output]))
         self.scheduler.finish(seq)
+        self.rows.release(seq.seq_id)
         self.finished.append(seq)
 
     @precondition(lambda self: self._room() and any(s.output and self._computed(s) == s.num_tokens - 1

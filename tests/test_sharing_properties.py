@@ -85,12 +85,11 @@ class SharingMachine(RuleBasedStateMachine):
         if not tokens:
             return
         seq_id, self.next_id = self.next_id, self.next_id + 1
-        if not self.m.can_allocate(len(tokens), 0, tokens):
-            self.refused(lambda: self.m.add_sequence(seq_id, len(tokens), tokens))
+        if not self.m.can_admit(seq_id, len(tokens), tokens):
+            self.refused(lambda: self.m.admit(seq_id, len(tokens), tokens))
             return
-        self.m.add_sequence(seq_id, len(tokens), tokens)
+        hit = self.m.admit(seq_id, len(tokens), tokens)
         self.tokens[seq_id] = tokens
-        hit = self.m.num_cached_tokens(seq_id)
         assert hit < len(tokens) and hit % self.m.block_size == 0
         self.check_sequence(seq_id, hit)        # the hit blocks already hold this prefix's K/V
         self.write(seq_id, hit)
@@ -103,11 +102,11 @@ class SharingMachine(RuleBasedStateMachine):
         forward pass of the step that admitted it.)
         """
         seq_id, self.next_id = self.next_id, self.next_id + 1
-        if self.m.can_allocate(len(prefix), 0, prefix):
-            self.m.add_sequence(seq_id, len(prefix), prefix)
+        if self.m.can_admit(seq_id, len(prefix), prefix):
+            hit = self.m.admit(seq_id, len(prefix), prefix)
             self.tokens[seq_id] = list(prefix)
-            self.write(seq_id, self.m.num_cached_tokens(seq_id))
-            self.m.finish(seq_id)
+            self.write(seq_id, hit)
+            self.m.release(seq_id)
             del self.tokens[seq_id]
 
     @precondition(lambda self: self.tokens)
@@ -122,10 +121,10 @@ class SharingMachine(RuleBasedStateMachine):
     @rule(data=st.data(), token=TOKENS)
     def append(self, data: st.DataObject, token: int) -> None:
         seq_id = data.draw(st.sampled_from(sorted(self.tokens)))
-        if not self.m.can_append(seq_id):
-            self.refused(lambda: self.m.append_tokens(seq_id))
+        if not self.m.can_grow(seq_id):
+            self.refused(lambda: self.m.grow(seq_id))
             return
-        self.m.append_tokens(seq_id)
+        self.m.grow(seq_id)
         self.cache.copy_blocks(self.m.take_copies(), self.backend)   # before the forward, as the engine does
         self.tokens[seq_id].append(token)
         self.write(seq_id, len(self.tokens[seq_id]) - 1)
@@ -134,7 +133,7 @@ class SharingMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def finish(self, data: st.DataObject) -> None:
         seq_id = data.draw(st.sampled_from(sorted(self.tokens)))
-        self.m.finish(seq_id)
+        self.m.release(seq_id)
         del self.tokens[seq_id]
 
     # --- invariants -------------------------------------------------------------------------------
@@ -164,7 +163,7 @@ class SharingMachine(RuleBasedStateMachine):
         if not hasattr(self, "m"):
             return
         for seq_id in list(self.tokens):
-            self.m.finish(seq_id)
+            self.m.release(seq_id)
         assert self.m.pool.num_free == self.m.pool.num_blocks and not self.m.tables   # nothing leaks
         assert all(c == 0 for c in self.m.pool.ref_counts)
 

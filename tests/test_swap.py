@@ -13,7 +13,7 @@ from pagedkv_edu.engine import LLMEngine, SamplingParams
 from pagedkv_edu.engine.request import Request, Status
 from pagedkv_edu.generate import generate
 from pagedkv_edu.model.loading import load_model
-from pagedkv_edu.scheduler import PagedMemory, Scheduler
+from pagedkv_edu.scheduler import Scheduler
 from pagedkv_edu.swap import OPT_13B, Hardware, SwapSpace, copy_blocks_between, preemption_cost, preemption_costs
 
 
@@ -101,8 +101,8 @@ def test_swap_space_books_balance_and_refuse_before_changing() -> None:
 
 
 def test_the_scheduler_swaps_the_newest_and_brings_it_back_with_its_tokens() -> None:
-    manager = BlockManager(3, 2)
-    scheduler = Scheduler(PagedMemory(manager, swap=SwapSpace(4, 2)), preemption_mode="swap")
+    manager = BlockManager(3, 2, swap=SwapSpace(4, 2))
+    scheduler = Scheduler(manager, preemption_mode="swap")
     a, b = Request("a", [1, 2]), Request("b", [3, 4])
     for r in (a, b):
         scheduler.add(r)
@@ -125,7 +125,7 @@ def test_preemption_mode_is_validated(tiny) -> None:
     with pytest.raises(ValueError, match="policy='paged'"):
         LLMEngine(tiny.model, policy="contiguous", preemption_mode="swap")
     with pytest.raises(ValueError, match="swap space"):
-        Scheduler(PagedMemory(BlockManager(4, 2)), preemption_mode="swap")
+        Scheduler(BlockManager(4, 2), preemption_mode="swap")
 
 
 def test_block_copies_move_exactly_the_named_blocks() -> None:

@@ -309,17 +309,17 @@ def tiny_llama(seed: int = 0):
 
 def test_store_runs_every_step_through_one_call_and_records_the_kernels(monkeypatch) -> None:
     from pagedkv_edu.generate import generate
-    from pagedkv_edu.model import PagedKVStore
-    from pagedkv_edu.model import kv_store
+    from pagedkv_edu import kv_cache
+    from pagedkv_edu.kv_cache import PagedKVCache
 
     tiny = tiny_llama()
     calls = []
-    real = kv_store.paged_attention
-    monkeypatch.setattr(kv_store, "paged_attention", lambda *a, **k: (calls.append(a[5].tolist()), real(*a, **k))[1])
+    real = kv_cache.paged_attention
+    monkeypatch.setattr(kv_cache, "paged_attention", lambda *a, **k: (calls.append(a[5].tolist()), real(*a, **k))[1])
     prompts = [[11, 12, 13, 14, 15], [21, 22, 23, 24, 25, 26, 27, 28, 29]]
 
     def run_with(backend):
-        store = PagedKVStore(tiny.config, 16, 3, dtype=tiny.dtype, device=tiny.device, backend=backend)
+        store = PagedKVCache.for_model(tiny.config, 16, 3, dtype=tiny.dtype, device=tiny.device, backend=backend)
         return store, generate(tiny, prompts, 3, store=store, record_logits=True)
 
     torch_store, torch_run = run_with("torch")
@@ -340,11 +340,11 @@ def test_store_runs_every_step_through_one_call_and_records_the_kernels(monkeypa
     for a, b in zip(torch_run.step_logits, triton_run.step_logits):
         assert torch.allclose(a, b, atol=1e-5)
     with pytest.raises(ValueError, match="unknown attention backend 'cuda'"):
-        PagedKVStore(tiny.config, 16, 3, backend="cuda")
+        PagedKVCache.for_model(tiny.config, 16, 3, backend="cuda")
 
 
 def test_step_metadata_carries_query_start_loc() -> None:
-    from pagedkv_edu.model.kv_store import StepMetadata
+    from pagedkv_edu.kv_cache import StepMetadata
 
     meta = StepMetadata.build(["a", "b", "c"], [7, 3, 10], [7, 1, 4], torch.device("cpu"))
     assert meta.query_start_loc.dtype == torch.int32

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from ..block_manager import BlockManager
 from ..checks import check_whole
-from ..scheduler import PagedMemory
 from ..workload import Request
 from .decode_cost import StepCost
 from .engine import LLMEngine
@@ -154,7 +153,7 @@ def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_to
     too_big = [r.request_id for r in reqs if -(-r.final_len // block_size) > num_blocks]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in {num_blocks} blocks of {block_size}")
-    engine = LLMEngine.over(PagedMemory(BlockManager(num_blocks, block_size), watermark_blocks), StandInRunner(),
+    engine = LLMEngine.over(BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks), StandInRunner(),
                             max_seq_len=num_blocks * block_size, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens, keep_history=False)
     result = BatchingResult(mode, max_num_seqs, max_num_batched_tokens, cost)

@@ -209,7 +209,7 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
     end-of-sequence tokens are the engine's ``stop_token_ids``.
     """
     manager = engine.block_manager
-    if manager is None:
+    if engine.policy != "paged":
         raise ValueError("beam search shares blocks between beams: it needs an engine with policy='paged'")
     if engine.has_unfinished:
         raise ValueError("beam search runs on an idle engine; this one still has unfinished requests")

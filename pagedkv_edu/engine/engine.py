@@ -1,40 +1,11 @@
-"""A serving engine: continuous batching over the paged (or contiguous) KV cache.
+"""A serving engine: continuous batching over the paged KV cache (chapter 6; sharing in chapters 7-8).
 
-``add_request`` queues a prompt; every ``step`` is one turn of the loop every serving engine
-runs:
-
-1. the **scheduler** decides the step (:mod:`pagedkv_edu.scheduler`): it grows the running
-   sequences (preempting the newest when memory runs out, by recompute or by swap), admits waiting ones, and says how
-   many new tokens each brings: one for a decode, a whole prompt or a chunk of one for a
-   prefill. It owns the memory: the block manager (paged) or a first-fit arena of
-   ``max_seq_len`` reservations (contiguous, the system before PagedAttention);
-2. the **model runner** executes it (:mod:`.model_runner`): copy-on-write copies, then one
-   forward pass over the mixed batch;
-3. the engine **samples** a token for every sequence whose step reached its last token, and
-   returns the requests that finished.
-
-Both policies run the same model, the same scheduler and the same loop, so the difference
-between them is the memory policy alone. :func:`~pagedkv_edu.simulate.simulate` runs the
-same scheduler with a stand-in for the model.
-
-Chapters 7 (parallel sampling) and 8 (prefix caching) let sequences share blocks, paged policy only:
-
-* **parallel sampling** (``SamplingParams(n=4)``): the request is admitted and prefilled once;
-  right after the prefill its sequence is forked into ``n`` samples that share the prompt's
-  blocks, and each samples its first token from the same logits with its own generator. When
-  a sample first appends into the shared, partly filled last block, the block manager
-  queues a copy-on-write, which the runner applies before the forward pass. All ``n``
-  samples count against ``max_num_seqs`` from the moment the request is admitted;
-* **automatic prefix caching** (``enable_prefix_caching=True``, off by default as in chapter
-  6): admission starts a sequence from the longest cached prefix of full blocks, including
-  blocks that requests admitted earlier in the same step will compute, and the prefill
-  computes only the rest. A preempted request resumes through the cache, which makes
-  recompute cheap.
-
-**Benchmarking.** Time an engine on an otherwise idle machine: on a 2-core CPU a second busy
-process made one run ten times slower. Give torch the cores (``torch.set_num_threads``, or
-``OMP_NUM_THREADS`` before Python starts) and compare engines within one process, one after
-the other (``python -m pagedkv_edu serve-bench --peers`` does).
+Each ``step`` is one turn of the serving loop: the scheduler decides (:mod:`pagedkv_edu.scheduler`),
+the model runner runs one forward pass over the mixed batch (:mod:`.model_runner`), the engine
+samples and returns what finished. ``policy="contiguous"`` is the system before PagedAttention:
+the same block manager with one block of ``max_seq_len`` slots per request (one reservation),
+so the two policies differ by the memory policy alone. Time it on an idle machine, engines
+compared within one process (``python -m pagedkv_edu serve-bench --peers``).
 """
 
 from __future__ import annotations
@@ -50,11 +21,9 @@ import torch
 from ..block_manager import BlockManager
 from ..specs import hit_rate, utilisation
 from ..checks import check_whole
-from ..contiguous import ContiguousArena
-from ..model.kv_store import ContiguousKVStore, PagedKVStore
+from ..kv_cache import PagedKVCache
 from ..model.llama import Llama
-from ..scheduler import (POLICIES, PREEMPTION_MODES, ContiguousMemory, KVMemory, PagedMemory, ScheduledStep, Scheduler,
-                         Status)
+from ..scheduler import POLICIES, PREEMPTION_MODES, KVMemory, ScheduledStep, Scheduler, Status
 from ..swap import HostKVCache, SwapSpace
 from .model_runner import ModelRunner, step_kind
 from .request import Request
@@ -218,36 +187,26 @@ class LLMEngine:
         context = model.config.max_position_embeddings
         if max_seq_len is None:
             max_seq_len = context if policy == "paged" else min(context, DEFAULT_MAX_SEQ_LEN)
-        self.max_seq_len = max_seq_len
-        cfg, kw = model.config, {"dtype": model.dtype, "device": model.device}
-        store: PagedKVStore | ContiguousKVStore
-        host_cache = None
-        if policy == "paged":
-            num_blocks = kv_budget_tokens // block_size
-            if num_blocks < 1:
-                raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no block of {block_size}")
-            manager = BlockManager(num_blocks, block_size, self.max_seq_len,
-                                   enable_prefix_caching=enable_prefix_caching)
-            store = PagedKVStore(cfg, num_blocks, block_size, backend=backend, check=False, **kw)
-            swap = None
-            if preemption_mode == "swap":
-                host_blocks = max(1, (swap_space_tokens or kv_budget_tokens) // block_size)
-                swap = SwapSpace(host_blocks, block_size)
-                host_cache = HostKVCache(cfg.num_layers, host_blocks, block_size, cfg.num_kv_heads,
-                                         cfg.head_dim, model.dtype)
-            memory: PagedMemory | ContiguousMemory = PagedMemory(manager, math.ceil(watermark * num_blocks), swap)
-        else:
-            rows = kv_budget_tokens // self.max_seq_len
-            if rows < 1:
-                raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no reservation of max_seq_len="
-                                 f"{self.max_seq_len}; raise kv_budget_tokens or lower max_seq_len")
-            store = ContiguousKVStore(cfg, rows, self.max_seq_len, **kw)
-            memory = ContiguousMemory(ContiguousArena(rows * self.max_seq_len), lambda _id, _n: self.max_seq_len)
-        self.store = store
+        # Paged: blocks of block_size. Contiguous: one block of max_seq_len per request, its reservation.
+        size = block_size if policy == "paged" else max_seq_len
+        num_blocks = kv_budget_tokens // size
+        if num_blocks < 1:
+            raise ValueError(f"a budget of {kv_budget_tokens} tokens holds no {policy} block of {size} slots; raise "
+                             f"kv_budget_tokens" + ("" if policy == "paged" else " or lower max_seq_len"))
+        cfg = model.config
+        swap, host_cache = None, None
+        if preemption_mode == "swap":
+            host_blocks = max(1, (swap_space_tokens or kv_budget_tokens) // size)
+            swap = SwapSpace(host_blocks, size)
+            host_cache = HostKVCache(cfg.num_layers, host_blocks, size, cfg.num_kv_heads, cfg.head_dim, model.dtype)
+        memory = BlockManager(num_blocks, size, max_seq_len, enable_prefix_caching=enable_prefix_caching,
+                              watermark_blocks=math.ceil(watermark * num_blocks) if policy == "paged" else 0, swap=swap)
+        self.kv_cache = PagedKVCache.for_model(cfg, num_blocks, size, dtype=model.dtype, device=model.device,
+                                               backend=backend, check=False)
         self.host_cache = host_cache
         self.enable_prefix_caching = enable_prefix_caching
-        self._setup(memory, ModelRunner(model, store, self.max_seq_len, host_cache), policy=policy,
-                    max_seq_len=self.max_seq_len, vocab_size=cfg.vocab_size, tokenizer=tokenizer,
+        self._setup(memory, ModelRunner(model, self.kv_cache, max_seq_len, host_cache), policy=policy,
+                    max_seq_len=max_seq_len, vocab_size=cfg.vocab_size, tokenizer=tokenizer,
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                     preemption_mode=preemption_mode, stop_token_ids=stop_token_ids, seed=seed, trace=trace,
                     keep_logprobs=keep_logprobs)
@@ -265,7 +224,8 @@ class LLMEngine:
         ``keep_history=False`` skips the per-step :class:`EngineStats` (the simulator keeps its own).
         """
         engine = cls.__new__(cls)
-        engine.model = engine.store = None    # the runner holds whatever computes
+        engine.model = engine.kv_cache = engine.host_cache = None    # the runner holds whatever computes
+        engine.enable_prefix_caching = getattr(memory, "prefix_cache", None) is not None
         engine._setup(memory, runner, policy=policy, max_seq_len=max_seq_len, vocab_size=vocab_size,
                       tokenizer=tokenizer, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                       preemption_mode=preemption_mode, stop_token_ids=stop_token_ids, seed=seed,
@@ -301,9 +261,9 @@ class LLMEngine:
         self._start: float | None = None
 
     @property
-    def block_manager(self) -> BlockManager | None:
-        """The scheduler's block manager (paged policy), None for contiguous memory."""
-        return self.memory.manager if isinstance(self.memory, PagedMemory) else None
+    def block_manager(self) -> BlockManager:
+        """The scheduler's memory (contiguous: one ``max_seq_len`` block per request)."""
+        return self.memory
 
     # --- requests in ---------------------------------------------------------------------
     def add_request(self, prompt: str | Sequence[int], params: SamplingParams | None = None,

@@ -1,10 +1,8 @@
 """One record per sequence: its tokens, how many have K/V in memory, its block hashes, its status (chapter 6).
 
-The scheduler, the engine and the swap path all read and write this one record, as
-nano-vllm's ``Sequence`` and vLLM's ``Request`` are; the block manager keeps block tables
-(and, for readers who drive it by hand, which of a table's blocks it offered to the prefix
-cache). A fork is a new record whose ``parent`` is the forked one; freeing or preempting a
-sequence changes its ``status`` and ``num_computed_tokens`` here and nowhere else.
+The scheduler, the engine and the swap path read and write this one record, as nano-vllm's
+``Sequence`` and vLLM's ``Request``; the block manager keeps block tables only. A fork is a
+new record whose ``parent`` is the forked one.
 """
 
 from __future__ import annotations

@@ -12,8 +12,6 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..block_pool import BlockPool
-from ..block_table import BlockTable
 from ..checks import check_whole
 from .snapshot import Snapshot, snapshot
 
@@ -84,7 +82,7 @@ class EngineTrace:
         self._done.update(finished)
         steps = list(getattr(scheduled, "scheduled", ()))
         self.frames.append(snapshot(
-            *_blocks_of(scheduler.memory, engine.max_seq_len),
+            scheduler.memory,   # a BlockManager; the contiguous engine's blocks are its max_seq_len reservations
             step=len(self.frames),
             running=tuple(s.seq_id for s in running),
             waiting=tuple(s.seq_id for s in queued if not getattr(s, "num_preemptions", 0)),
@@ -128,17 +126,6 @@ class EngineTrace:
         if (seq_id, key) not in self._decoded:
             self._decoded[(seq_id, key)] = self.tokenizer.decode(ids, skip_special_tokens=True)
         return self._decoded[(seq_id, key)]
-
-
-def _blocks_of(memory: Any, max_seq_len: int) -> tuple[Any, dict[Hashable, BlockTable] | None]:
-    """The memory as a block manager, or a pool and tables: a contiguous reservation is one block of ``max_seq_len``."""
-    arena = getattr(memory, "arena", None)
-    if arena is None:
-        return getattr(memory, "manager", memory), None
-    held = {e.start // max_seq_len: e.owner for e in arena.extents}
-    pool = BlockPool.from_free_order(arena.capacity // max_seq_len, max_seq_len,
-                                     [b for b in range(arena.capacity // max_seq_len) if b not in held])
-    return pool, {owner: BlockTable(max_seq_len, [b], memory.lengths[owner]) for b, owner in sorted(held.items())}
 
 
 __all__ = ["EngineTrace"]

@@ -1,16 +1,10 @@
 """Graders for chapter 6: the admission test (the warm-up), then the scheduler's whole step.
 
-``check_can_admit`` catches the usual slips of the admission arithmetic: rounding the blocks
-down instead of up, forgetting the watermark, applying the watermark when nothing runs (a
-prompt that needs the whole pool would then wait forever), a watermark rule that is right
-only for several running requests, and an off-by-one at the exact fit.
-
-``check_schedule`` runs the reader's ``schedule(state)`` step by step on seeded traces and
-compares every step with the package's :class:`~pagedkv_edu.scheduler.Scheduler`: the tokens
-each sequence computes, who is preempted and admitted, the queue, and every block table. The
-engine's part around a step (arrivals, sampling a token, forking ``n`` samples after a prefill,
-finishing) is the harness's, :class:`_Trace`. Hidden traces use block sizes that are not
-powers of two, small token budgets, seat limits, watermarks and forked samples.
+``check_can_admit`` catches the slips of the admission arithmetic (rounding down, the
+watermark forgotten or applied when nothing runs, the exact fit). ``check_schedule`` runs the
+reader's ``schedule(state)`` on seeded traces against the package's
+:class:`~pagedkv_edu.scheduler.Scheduler`, step by step; the engine's part around a step is
+the harness's (:class:`_Trace`). Hidden traces use block sizes that are not powers of two.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..block_manager import BlockManager
-from ..scheduler import PagedMemory, Scheduler
+from ..scheduler import Scheduler
 from .ch2 import HIDDEN_BLOCK_SIZES
 from .grading import ArgsCase, Reader, as_bool, as_int, grade, short
 from .solutions import ch6 as reference
@@ -94,62 +88,62 @@ class Seq:
 
 
 class Memory:
-    """The paged KV memory the step asks: the engine's :class:`~pagedkv_edu.scheduler.PagedMemory` underneath.
+    """The paged KV memory the step asks: the engine's :class:`~pagedkv_edu.block_manager.BlockManager` underneath.
 
     ``can_admit`` keeps the watermark free for the running sequences (none when nothing runs).
     """
 
     def __init__(self, num_blocks: int, block_size: int, watermark_blocks: int = 0) -> None:
-        self.paged = PagedMemory(BlockManager(num_blocks, block_size), watermark_blocks)
+        self.manager = BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks)
         self.calls: list[tuple[str, str]] = []   # (what, seq_id) in call order, for the grader's diagnosis
 
     @property
     def num_free_blocks(self) -> int:
-        return self.paged.manager.pool.num_free
+        return self.manager.pool.num_free
 
     def block_table(self, seq: Seq) -> list[int]:
-        return list(self.paged.manager.table(seq.seq_id).block_ids)
+        return list(self.manager.table(seq.seq_id).block_ids)
 
     def can_grow(self, seq: Seq, n: int) -> bool:
         """Would ``n`` more tokens of running ``seq`` fit in the free blocks?"""
         self._check(seq, n, admitted=True)
-        return self.paged.can_grow(seq.seq_id, n)
+        return self.manager.can_grow(seq.seq_id, n)
 
     def grow(self, seq: Seq, n: int) -> None:
         """Take the blocks for ``n`` more tokens of running ``seq``."""
         self._check(seq, n, admitted=True)
         self.calls.append(("grow", seq.seq_id))
-        self.paged.grow(seq.seq_id, n)
+        self.manager.grow(seq.seq_id, n)
 
     def can_admit(self, seq: Seq, n: int) -> bool:
         """Would the first ``n`` tokens of waiting ``seq`` fit, with the watermark left free?"""
         self._check(seq, n, admitted=False)
-        return self.paged.can_admit(seq.seq_id, n)
+        return self.manager.can_admit(seq.seq_id, n)
 
     def admit(self, seq: Seq, n: int) -> None:
         """Take the blocks for the first ``n`` tokens of waiting ``seq``."""
         self._check(seq, n, admitted=False)
         self.calls.append(("admit", seq.seq_id))
-        self.paged.admit(seq.seq_id, n)
+        self.manager.admit(seq.seq_id, n)
 
     def release(self, seq: Seq) -> None:
         """Give back every block of ``seq`` (it finished, or it is preempted)."""
-        if seq.seq_id not in self.paged.manager.tables:
+        if seq.seq_id not in self.manager.tables:
             raise ValueError(f"{seq.seq_id!r} holds no memory: it is not running")
         self.calls.append(("release", seq.seq_id))
-        self.paged.release(seq.seq_id)
+        self.manager.release(seq.seq_id)
 
     def _check(self, seq: Seq, n: int, *, admitted: bool) -> None:
         if not isinstance(seq, Seq):
             raise TypeError(f"expected a Seq from state.running or state.waiting, got {short(seq)}")
         if as_int(n) is None or n < 1:
             raise ValueError(f"{seq.seq_id!r}: n={short(n)} tokens; it must be a whole number >= 1")
-        live = seq.seq_id in self.paged.manager.tables
+        live = seq.seq_id in self.manager.tables
         if admitted and not live:
             raise ValueError(f"{seq.seq_id!r} is not running (it holds no memory): admit it before it can grow")
         if not admitted and live:
             raise ValueError(f"{seq.seq_id!r} is running already: grow it, do not admit it again")
-        have = self.paged.manager.table(seq.seq_id).num_tokens if live else 0
+        have = self.manager.table(seq.seq_id).num_tokens if live else 0
         if have + n > seq.num_tokens:
             raise ValueError(f"{seq.seq_id!r} has {seq.num_tokens} tokens and {have} in memory: "
                              f"{int(n)} more would be tokens it does not have")
@@ -278,7 +272,7 @@ class _Trace:
 def _reference_run(case: SchedCase) -> list[StepView]:
     """The package's :class:`~pagedkv_edu.scheduler.Scheduler` on the trace: the answer key."""
     trace = _Trace(case)
-    memory = PagedMemory(BlockManager(case.num_blocks, case.block_size), case.watermark_blocks)
+    memory = BlockManager(case.num_blocks, case.block_size, watermark_blocks=case.watermark_blocks)
     scheduler = Scheduler(memory, case.max_num_seqs, case.token_budget)
     views = []
     for step in range(MAX_STEPS):
@@ -286,7 +280,7 @@ def _reference_run(case: SchedCase) -> list[StepView]:
             scheduler.add(seq)
         if not scheduler.has_unfinished and step > max(trace.arrive_at.values()):
             return views
-        before = _describe(scheduler.running, scheduler.waiting, memory.manager.pool.num_free, case)
+        before = _describe(scheduler.running, scheduler.waiting, memory.pool.num_free, case)
         decided = scheduler.schedule()
         assert not decided.failed, case.name
         plan = {s.seq: s.num_new_tokens for s in decided.scheduled}
@@ -297,8 +291,8 @@ def _reference_run(case: SchedCase) -> list[StepView]:
     raise AssertionError(f"{case.name}: the reference did not finish in {MAX_STEPS} steps")
 
 
-def _tables(memory: PagedMemory) -> dict[str, tuple[int, ...]]:
-    return {k: tuple(t.block_ids) for k, t in memory.manager.tables.items()}
+def _tables(memory: BlockManager) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(t.block_ids) for k, t in memory.tables.items()}
 
 
 def _plan(result: Any, state: SchedulerState, everyone: dict[str, Seq]) -> tuple[dict[Seq, int] | None, str]:
@@ -345,7 +339,7 @@ def _reader_step(fn: Callable[[SchedulerState], Any], case: SchedCase, trace: _T
     for seq in plan:
         if seq not in state.running:
             return None, f"{seq.seq_id} is in the plan but not in state.running after the step"
-        table = memory.paged.manager.table(seq.seq_id)
+        table = memory.manager.table(seq.seq_id)
         if table.num_tokens != seq.num_computed * (seq in before_running) + plan[seq]:
             return None, (f"{seq.seq_id} computes {plan[seq]} tokens in the plan, but its memory holds "
                           f"{table.num_tokens} tokens (it had {seq.num_computed} computed): grow or admit exactly "
@@ -362,14 +356,14 @@ def _reader_step(fn: Callable[[SchedulerState], Any], case: SchedCase, trace: _T
         state.running.remove(s)
 
     def fork(parent: Seq, child: Seq) -> None:
-        memory.paged.fork(parent.seq_id, child.seq_id)
+        memory.manager.fork(parent.seq_id, child.seq_id)
         state.running.append(child)
         everyone[child.seq_id] = child
 
     trace.after(plan, preempted, fork, finish)
-    memory.paged.take_copies()
+    memory.manager.take_copies()
     return StepView(step, before, {s.seq_id: n for s, n in plan.items()}, tuple(s.seq_id for s in preempted),
-                    tuple(s.seq_id for s in admitted), _tables(memory.paged), tuple(s.seq_id for s in state.waiting),
+                    tuple(s.seq_id for s in admitted), _tables(memory.manager), tuple(s.seq_id for s in state.waiting),
                     calls, seats), ""
 
 

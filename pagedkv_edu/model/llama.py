@@ -1,23 +1,9 @@
-"""A Llama decoder in one file, whose every K/V read and write goes through a KV store.
+"""A Llama decoder in one file, whose every K/V read and write goes through the paged cache (chapter 5).
 
-The forward pass is the textbook one (Llama 2/3, SmolLM2 share it):
-
-    h = embed[token]
-    for each layer:
-        x = RMSNorm(h);  q, k, v = x Wq, x Wk, x Wv;  q, k = RoPE(q, k, position)
-        store.write(k, v)            # into the cache: paged (block tables) or contiguous
-        h = h + store.attend(q) Wo   # over everything the sequence has cached
-        h = h + SwiGLU(RMSNorm(h))
-    logits = RMSNorm(h) W_lm_head    # W_lm_head = embed when the embeddings are tied
-
-What makes it a *serving* forward is its input: not a padded ``[batch, seq]`` block but the
-tokens of several sequences laid end to end, ``[num_tokens]``, each with its own position.
-A prefill step brings many tokens of one sequence, a decode step one token of each; both
-are the same call. The :class:`~pagedkv_edu.model.kv_store.StepMetadata` says which token
-belongs to which sequence and where its K/V goes; the model never sees a block.
-
-Weights come from a transformers ``LlamaForCausalLM`` state dict and are used as they are
-(no copy), so our decoder and transformers can run side by side on the same tensors.
+RMSNorm, RoPE (llama3 scaling), GQA, SwiGLU; per layer ``cache.write(k, v)`` then
+``cache.attend(q)``. Its input is a serving batch: the new tokens of several sequences end
+to end, ``[num_tokens]``, described by a :class:`~pagedkv_edu.kv_cache.StepMetadata`. Weights
+are a transformers ``LlamaForCausalLM`` state dict's own tensors (no copy).
 """
 
 from __future__ import annotations
@@ -31,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..specs import kv_bytes_per_token
-from .kv_store import KVStore, StepMetadata
+from ..kv_cache import PagedKVCache, StepMetadata
 
 
 @dataclass(frozen=True)
@@ -149,7 +135,7 @@ class LayerWeights:
 
 
 class Llama:
-    """The decoder: weights plus a forward over a flat batch of tokens and a KV store."""
+    """The decoder: weights plus a forward over a flat batch of tokens and a paged KV cache."""
 
     def __init__(self, config: LlamaConfig, embed: torch.Tensor, layers: list[LayerWeights],
                  final_norm: torch.Tensor, lm_head: torch.Tensor) -> None:
@@ -200,7 +186,7 @@ class Llama:
         return self.embed.device
 
     @torch.inference_mode()
-    def forward(self, token_ids: torch.Tensor, meta: StepMetadata, kv: KVStore) -> torch.Tensor:
+    def forward(self, token_ids: torch.Tensor, meta: StepMetadata, kv: PagedKVCache) -> torch.Tensor:
         """Logits of the *last* token of each sequence in the step, ``[num_seqs, vocab]``.
 
         ``token_ids`` is ``[num_tokens]``: the new tokens of every sequence, end to end, in

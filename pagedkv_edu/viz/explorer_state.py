@@ -20,7 +20,7 @@ from ..engine.engine import LLMEngine
 from ..engine.request import Request
 from ..engine.runner import StandInRunner
 from ..engine.sampling import SamplingParams
-from ..scheduler import PagedMemory, Scheduler
+from ..scheduler import Scheduler
 from .render import request_label
 from ..engine.snapshot import Snapshot, snapshot
 
@@ -56,12 +56,12 @@ class ExplorerState:
         return self.engine.scheduler
 
     @property
-    def memory(self) -> PagedMemory:
+    def memory(self) -> BlockManager:
         return self.engine.memory
 
     @property
     def manager(self) -> BlockManager:
-        return self.engine.memory.manager
+        return self.engine.memory
 
     @property
     def num_blocks(self) -> int:
@@ -202,7 +202,7 @@ class ExplorerState:
             manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
                                         self.max_seq_len)
         # The explorer checks max_seq_len itself, with a message; the engine's own check never fires.
-        self.engine = LLMEngine.over(PagedMemory(manager), StandInRunner(), max_seq_len=sys.maxsize)
+        self.engine = LLMEngine.over(manager, StandInRunner(), max_seq_len=sys.maxsize)
         self._requests: dict[Hashable, Request] = {}
         self._step = 0
         self._forks: dict[Hashable, int] = {}
