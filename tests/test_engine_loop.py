@@ -11,9 +11,8 @@ from pagedkv_edu.engine.model_runner import ModelRunner
 from pagedkv_edu.engine.runner import Runner, StandInRunner
 from pagedkv_edu.engine.sampling import SamplingParams
 from pagedkv_edu.generate import generate
-from pagedkv_edu.model.kv_store import PagedKVStore
+from pagedkv_edu.kv_cache import PagedKVCache
 from pagedkv_edu.model.loading import load_model
-from pagedkv_edu.scheduler import PagedMemory
 from pagedkv_edu.simulate import simulate
 from pagedkv_edu.viz.explorer_state import ExplorerState
 from pagedkv_edu.workload import Request, copilot50
@@ -56,7 +55,7 @@ def test_generate_is_the_engines_step_over_an_exactly_sized_pool(calls, tiny) ->
 
 
 def test_generate_refuses_a_store_too_small_before_anything_runs(calls, tiny) -> None:
-    store = PagedKVStore(tiny.model.config, 2, 4)
+    store = PagedKVCache.for_model(tiny.model.config, 2, 4)
     with pytest.raises(ValueError, match="cannot wait or preempt"):
         generate(tiny.model, [[5] * 6, [6] * 6], 3, store=store)
     assert calls["step"] == 0
@@ -75,7 +74,7 @@ def test_the_stand_in_finishes_by_the_engines_rule() -> None:
     assert isinstance(StandInRunner(), Runner) and issubclass(ModelRunner, Runner)
     held = []
     runner = StandInRunner(100, lambda step: held.append([s.seq_len for s in step.scheduled]))
-    engine = LLMEngine.over(PagedMemory(BlockManager(8, 4)), runner, max_seq_len=32)
+    engine = LLMEngine.over(BlockManager(8, 4), runner, max_seq_len=32)
     engine.add_request([1, 2, 3], SamplingParams(max_tokens=3, ignore_eos=True))
     outputs = [engine.step() for _ in range(3)]
     assert [len(o) for o in outputs] == [0, 0, 1] and not engine.has_unfinished
@@ -84,7 +83,7 @@ def test_the_stand_in_finishes_by_the_engines_rule() -> None:
 
 
 def test_a_request_for_no_tokens_finishes_without_memory() -> None:
-    engine = LLMEngine.over(PagedMemory(BlockManager(1, 4)), StandInRunner(), max_seq_len=32)
+    engine = LLMEngine.over(BlockManager(1, 4), StandInRunner(), max_seq_len=32)
     engine.add_request([1] * 20, SamplingParams(max_tokens=0))   # needs 5 blocks, would never fit
     assert engine.has_unfinished and not engine.scheduler.waiting
     (out,) = engine.step()

@@ -35,9 +35,9 @@ def arrival_times(n: int, rate_per_s: float, seed: int = 0) -> list[float]:
 def _summary(name: str, generated: int, wall: float, latency: list[float], ttft: list[float] | None) -> dict[str, Any]:
     out = {"policy": name, "generated_tokens": generated, "wall_seconds": round(wall, 2),
            "throughput_tokens_per_s": round(generated / wall, 2),
-           "latency_mean_s": round(statistics.fmean(latency), 2)}
+           "latency_mean_s": round(statistics.fmean(latency), 3)}
     if ttft is not None:
-        out["ttft_mean_s"] = round(statistics.fmean(ttft), 2)
+        out["ttft_mean_s"] = round(statistics.fmean(ttft), 3)
     return out
 
 
@@ -168,7 +168,8 @@ def compare(model: LoadedModel, setup: Any, rate_per_s: float, seed: int = 0, ba
               "peers": peers,
               "vs_transformers_static": {
                   "throughput_ratio": round(engine["throughput_tokens_per_s"] / static["throughput_tokens_per_s"], 2),
-                  "latency_ratio": round(static["latency_mean_s"] / engine["latency_mean_s"], 2),
+                  "latency_ratio": (round(static["latency_mean_s"] / engine["latency_mean_s"], 2)
+                                    if engine["latency_mean_s"] > 0 else None),
                   "same_tokens": engine["token_ids"] == static["token_ids"]}}
     for run in [engine, *peers]:
         run.pop("token_ids", None)
