@@ -121,18 +121,16 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 @dataclass
 class LayerWeights:
-    """One decoder layer's tensors, in ``nn.Linear`` layout ``[out_features, in_features]``.
-
-    Q, K and V are one stacked matrix, and so are the gate and up projections, as in vLLM
-    (``QKVParallelLinear``, ``MergedColumnParallelLinear``): one matrix multiply instead of three
-    or two, which matters most for a decode step's few rows.
-    """
+    """One decoder layer's tensors, in ``nn.Linear`` layout ``[out_features, in_features]``."""
 
     input_norm: torch.Tensor
-    qkv_proj: torch.Tensor      # [(num_heads + 2 * num_kv_heads) * head_dim, hidden]: q, then k, then v
+    q_proj: torch.Tensor
+    k_proj: torch.Tensor
+    v_proj: torch.Tensor
     o_proj: torch.Tensor
     post_attention_norm: torch.Tensor
-    gate_up_proj: torch.Tensor  # [2 * intermediate, hidden]: gate, then up
+    gate_proj: torch.Tensor
+    up_proj: torch.Tensor
     down_proj: torch.Tensor
 
 
@@ -150,7 +148,7 @@ class Llama:
 
     @classmethod
     def from_state_dict(cls, config: LlamaConfig, state: Mapping[str, torch.Tensor]) -> "Llama":
-        """Take the tensors of a ``LlamaForCausalLM`` state dict (shared, except q/k/v and gate/up, stacked)."""
+        """Take the tensors of a ``LlamaForCausalLM`` state dict (shared, not copied)."""
         def get(name: str) -> torch.Tensor:
             if name not in state:
                 raise KeyError(f"state dict has no {name!r}; is this a LlamaForCausalLM checkpoint?")
@@ -161,10 +159,13 @@ class Llama:
             p = f"model.layers.{i}."
             layers.append(LayerWeights(
                 input_norm=get(p + "input_layernorm.weight"),
-                qkv_proj=torch.cat([get(p + f"self_attn.{x}_proj.weight") for x in "qkv"]),
+                q_proj=get(p + "self_attn.q_proj.weight"),
+                k_proj=get(p + "self_attn.k_proj.weight"),
+                v_proj=get(p + "self_attn.v_proj.weight"),
                 o_proj=get(p + "self_attn.o_proj.weight"),
                 post_attention_norm=get(p + "post_attention_layernorm.weight"),
-                gate_up_proj=torch.cat([get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")]),
+                gate_proj=get(p + "mlp.gate_proj.weight"),
+                up_proj=get(p + "mlp.up_proj.weight"),
                 down_proj=get(p + "mlp.down_proj.weight"),
             ))
         embed = get("model.embed_tokens.weight")
@@ -173,19 +174,8 @@ class Llama:
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "Llama":
-        """Our decoder over the very tensors of a transformers ``LlamaForCausalLM``.
-
-        The model's q/k/v and gate/up weights become views of our stacked ones, so the two
-        models still share every byte of their weights.
-        """
-        model = cls.from_state_dict(LlamaConfig.from_hf(hf_model.config), hf_model.state_dict())
-        cfg = model.config
-        qkv = [cfg.num_heads * cfg.head_dim] + [cfg.num_kv_heads * cfg.head_dim] * 2
-        for layer, w in zip(hf_model.model.layers, model.layers):
-            attn, mlp = layer.self_attn, layer.mlp
-            attn.q_proj.weight.data, attn.k_proj.weight.data, attn.v_proj.weight.data = w.qkv_proj.split(qkv)
-            mlp.gate_proj.weight.data, mlp.up_proj.weight.data = w.gate_up_proj.chunk(2)
-        return model
+        """Our decoder over the very tensors of a transformers ``LlamaForCausalLM``."""
+        return cls.from_state_dict(LlamaConfig.from_hf(hf_model.config), hf_model.state_dict())
 
     @property
     def dtype(self) -> torch.dtype:
@@ -208,18 +198,17 @@ class Llama:
         n = token_ids.shape[0]
         cos, sin = rope_cos_sin(meta.positions, self.inv_freq)
         h = F.embedding(token_ids, self.embed)
-        heads, kv_heads, dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         for i, w in enumerate(self.layers):
             x = rms_norm(h, w.input_norm, cfg.rms_norm_eps)
-            qkv = F.linear(x, w.qkv_proj).view(n, heads + 2 * kv_heads, dim)
-            qk = apply_rope(qkv[:, :heads + kv_heads], cos, sin)        # q and k rotate together
-            q, k, v = qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads:]
+            q = F.linear(x, w.q_proj).view(n, cfg.num_heads, cfg.head_dim)
+            k = F.linear(x, w.k_proj).view(n, cfg.num_kv_heads, cfg.head_dim)
+            v = F.linear(x, w.v_proj).view(n, cfg.num_kv_heads, cfg.head_dim)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             kv.write(i, k, v, meta)                      # this step's K/V join the cache ...
             attn = kv.attend(i, q, meta)                 # ... and every query reads its sequence's
-            h = h + F.linear(attn.reshape(n, heads * dim), w.o_proj)
+            h = h + F.linear(attn.reshape(n, cfg.num_heads * cfg.head_dim), w.o_proj)
             x = rms_norm(h, w.post_attention_norm, cfg.rms_norm_eps)
-            gate, up = F.linear(x, w.gate_up_proj).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, w.down_proj)
+            h = h + F.linear(F.silu(F.linear(x, w.gate_proj)) * F.linear(x, w.up_proj), w.down_proj)
         last = rms_norm(h[meta.last_token_index], self.final_norm, cfg.rms_norm_eps)
         return F.linear(last, self.lm_head)
 
