@@ -12,6 +12,7 @@ its input before touching state.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any
 
@@ -320,12 +321,16 @@ class BlockManager:
 
     @property
     def num_stored_tokens(self) -> int:
-        """Tokens held in the blocks in use, a shared block's counted once: what the memory holds."""
-        fills: dict[int, int] = {}
-        for table in self.tables.values():
-            for block_id, fill in zip(table.block_ids, table.fills):
-                fills[block_id] = max(fills.get(block_id, 0), fill)
-        return sum(fills.values())
+        """Tokens held in the blocks in use, a shared block's counted once: what the memory holds.
+
+        Every block is full but a last one, and sharers of a partly filled last block hold the same
+        tokens in it (the first to append copies it), so: distinct blocks x block size, less the
+        empty tail of each distinct last block. The simulator asks this every step.
+        """
+        size = self.block_size
+        blocks = set(chain.from_iterable(t.block_ids for t in self.tables.values()))
+        tails = {t.block_ids[-1]: size - t.num_tokens % size for t in self.tables.values() if t.num_tokens % size}
+        return len(blocks) * size - sum(tails.values())
 
     @property
     def waste_slots(self) -> int:

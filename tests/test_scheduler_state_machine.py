@@ -150,6 +150,11 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert len(set(table.block_ids)) == len(table.block_ids), "a block twice in one table"
         usage = self.scheduler.memory.usage()
         assert usage.stored_tokens <= usage.held_slots <= usage.capacity and usage.utilisation <= 1
+        fills: dict[int, int] = {}                 # the definition: each block in use once, at its fullest
+        for table in self.manager.tables.values():
+            for block_id, fill in zip(table.block_ids, table.fills):
+                fills[block_id] = max(fills.get(block_id, 0), fill)
+        assert usage.stored_tokens == sum(fills.values())
 
     @invariant()
     def every_running_sequence_and_only_they_hold_memory(self) -> None:
