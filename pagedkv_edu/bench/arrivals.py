@@ -67,9 +67,9 @@ def run_engine(model: LoadedModel, setup: Any, arrivals: list[float], **engine_k
     return record
 
 
-def run_static(model: LoadedModel, setup: Any, arrivals: list[float], name: str,
-               run_batch: Callable[[list[int]], list[list[int]]], max_batch: int | None) -> dict[str, Any]:
-    """A batch path fed what has arrived whenever it is free (at most ``max_batch``); ``run_batch`` returns tokens."""
+def run_static(model: LoadedModel, setup: Any, arrivals: list[float], max_batch: int = 8) -> dict[str, Any]:
+    """transformers' static ``generate``, fed what has arrived (at most ``max_batch``) whenever it is free."""
+    run_batch = hf_static_batch(model, setup)
     tokens: dict[int, list[int]] = {}
     latency: list[float] = []
     waiting = list(range(len(arrivals)))
@@ -80,20 +80,21 @@ def run_static(model: LoadedModel, setup: Any, arrivals: list[float], name: str,
         if not arrived:
             time.sleep(arrivals[waiting[0]] - now)
             continue
-        batch = arrived[:max_batch] if max_batch else arrived
+        batch = arrived[:max_batch]
         for i, out in zip(batch, run_batch(batch)):
             tokens[i] = out[:setup.requests[i].output_len]
         done = time.perf_counter() - start
         latency += [done - arrivals[i] for i in batch]
         waiting = [i for i in waiting if i not in batch]
     wall = time.perf_counter() - start
-    record = _summary(name, sum(r.output_len for r in setup.requests), wall, latency, None)
+    record = _summary(f"transformers generate (static, what has arrived, up to {max_batch})",
+                      sum(r.output_len for r in setup.requests), wall, latency, None)
     record["token_ids"] = [tokens[i] for i in range(len(arrivals))]
     return record
 
 
 def hf_static_batch(model: LoadedModel, setup: Any) -> Callable[[list[int]], list[list[int]]]:
-    """transformers ``generate`` on a left-padded batch, up to the batch's longest output."""
+    """transformers ``generate`` on a left-padded batch of request indices, up to the batch's longest output."""
     hf, pad = model.hf_model, model.tokenizer.pad_token_id or 0
 
     def run(batch: list[int]) -> list[list[int]]:
@@ -156,8 +157,7 @@ def compare(model: LoadedModel, setup: Any, rate_per_s: float, seed: int = 0, ba
     """The engine, static ``generate`` (batches of 8) and transformers' continuous batching on one arrival schedule."""
     arrivals = arrival_times(len(setup.requests), rate_per_s, seed)
     engine = run_engine(model, setup, arrivals, backend=backend)
-    static = run_static(model, setup, arrivals, "transformers generate (static, what has arrived, up to 8)",
-                        hf_static_batch(model, setup), 8)
+    static = run_static(model, setup, arrivals)
     peers = [static]
     if continuous_peer and hasattr(model.hf_model, "init_continuous_batching"):
         try:

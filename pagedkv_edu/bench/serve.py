@@ -220,26 +220,13 @@ def run_hf_static(model: LoadedModel, setup: ServeSetup, batch_size: int = 8) ->
     Returns the useful tokens of each request too (its own ``output_len``, the padding's tail
     dropped), in request order, so the caller can check they are the engine's.
     """
-    hf, pad = model.hf_model, model.tokenizer.pad_token_id
-    pad = pad if pad is not None else 0
-    start, generated = time.perf_counter(), 0
+    run_batch = arrivals.hf_static_batch(model, setup)
+    start = time.perf_counter()
     tokens: list[list[int]] = []
-    order = list(range(len(setup.prompts)))
-    for b in range(0, len(order), batch_size):
-        batch = order[b:b + batch_size]
-        width = max(len(setup.prompts[i]) for i in batch)
-        ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, i in enumerate(batch):
-            p = setup.prompts[i]
-            ids[row, width - len(p):] = torch.tensor(p)
-            mask[row, width - len(p):] = 1
-        longest = max(setup.requests[i].output_len for i in batch)
-        with torch.inference_mode():
-            out = hf.generate(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device), max_new_tokens=longest,
-                              min_new_tokens=longest, do_sample=False, pad_token_id=pad)
-        tokens += [out[row, width:width + setup.requests[i].output_len].tolist() for row, i in enumerate(batch)]
-        generated += sum(setup.requests[i].output_len for i in batch)  # useful tokens only
+    for b in range(0, len(setup.prompts), batch_size):
+        batch = list(range(b, min(b + batch_size, len(setup.prompts))))
+        tokens += [out[:setup.requests[i].output_len] for i, out in zip(batch, run_batch(batch))]
+    generated = sum(r.output_len for r in setup.requests)   # useful tokens only
     wall = time.perf_counter() - start
     return {"policy": f"transformers generate (static batches of {batch_size})", "generated_tokens": generated,
             "wall_seconds": round(wall, 2), "throughput_tokens_per_s": round(generated / wall, 2),
