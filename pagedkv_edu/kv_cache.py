@@ -93,8 +93,8 @@ class _GatherPlan:
     """Index tensors one step's ``"torch"`` attention reuses in every layer (built once, at layer 0)."""
 
     decode_rows: torch.Tensor | None     # token rows of the one-token sequences
-    decode_slots: torch.Tensor | None    # [num_decodes, max_len] context slots (padding repeats slot 0)
-    decode_valid: torch.Tensor | None    # [num_decodes, max_len] mask of real positions
+    decode_blocks: torch.Tensor | None   # [num_decodes * width] their tables' blocks (padding repeats block 0)
+    decode_bias: torch.Tensor | None     # [num_decodes, 1, 1, width * block_size]: 0 at a real position, -inf after
     prefills: tuple[tuple[int, int, int, torch.Tensor], ...]   # (first token row, query length, context length, blocks)
 
 
@@ -239,10 +239,11 @@ class PagedKVCache:
         plan = self._gather_plan(meta)
         out = torch.empty_like(q)
         if plan.decode_rows is not None:   # the one-token rows of the step, batched
-            k = k_cache.flatten(0, 1)[plan.decode_slots].transpose(1, 2)   # [seqs, kv_heads, max_len, head_dim]
-            v = v_cache.flatten(0, 1)[plan.decode_slots].transpose(1, 2)
-            rows = F.scaled_dot_product_attention(q[plan.decode_rows][:, :, None, :], k, v,
-                                                  attn_mask=plan.decode_valid[:, None, None, :], scale=self.scale,
+            # whole blocks by index_select (a memcpy per block, not per element), as [seqs, kv_heads, width*B, dim]
+            k = k_cache.index_select(0, plan.decode_blocks).view(plan.decode_bias.shape[0], -1, *k_cache.shape[2:])
+            v = v_cache.index_select(0, plan.decode_blocks).view(k.shape)
+            rows = F.scaled_dot_product_attention(q[plan.decode_rows][:, :, None, :], k.transpose(1, 2),
+                                                  v.transpose(1, 2), attn_mask=plan.decode_bias, scale=self.scale,
                                                   enable_gqa=True)[:, :, 0, :]
             if not plan.prefills:   # a decode step: the rows are the whole output, in order
                 return rows
@@ -252,7 +253,8 @@ class PagedKVCache:
             if length == n and fresh is not None:        # all of its context is this step's: no gather at all
                 k, v = fresh[2][start:start + n], fresh[3][start:start + n]
             else:                                        # a cached prefix (an earlier chunk): whole blocks at once
-                k, v = k_cache[blocks].flatten(0, 1)[:length], v_cache[blocks].flatten(0, 1)[:length]
+                k = k_cache.index_select(0, blocks).flatten(0, 1)[:length]
+                v = v_cache.index_select(0, blocks).flatten(0, 1)[:length]
             out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k, v, self.scale)
         return out
 
@@ -265,19 +267,23 @@ class PagedKVCache:
         for n in meta.query_lens:
             starts.append(starts[-1] + n)
         one = [i for i, n in enumerate(meta.query_lens) if n == 1]
-        rows = slots = valid = None
+        rows = blocks = bias = None
         if one:
             seqs = torch.tensor(one, device=device)
             rows = torch.tensor([starts[i] for i in one], device=device)
             lens = meta.seq_lens_tensor[seqs].to(torch.int64)
-            pos = torch.arange(max(meta.seq_lens[i] for i in one), device=device)
-            valid = pos[None, :] < lens[:, None]
-            slots = meta.block_tables[seqs][:, pos // size].to(torch.int64) * size + pos % size
-            slots = torch.where(valid, slots, slots[:, :1])   # padding re-reads a real slot; the mask drops it
+            width = -(-max(meta.seq_lens[i] for i in one) // size)
+            table = meta.block_tables[seqs][:, :width].to(torch.int64)
+            used = torch.arange(width, device=device)[None, :] < (lens[:, None] + size - 1) // size
+            blocks = torch.where(used, table, table[:, :1]).flatten()   # padding re-reads a real block
+            pos = torch.arange(width * size, device=device)
+            bias = torch.zeros(len(one), width * size, dtype=self.dtype, device=device)
+            bias.masked_fill_(pos[None, :] >= lens[:, None], float("-inf"))
+            bias = bias[:, None, None, :]
         prefills = tuple((starts[i], n, meta.seq_lens[i],
                           meta.block_tables[i, :-(-meta.seq_lens[i] // size)].to(torch.int64))
                          for i, n in enumerate(meta.query_lens) if n > 1)
-        plan = _GatherPlan(rows, slots, valid, prefills)
+        plan = _GatherPlan(rows, blocks, bias, prefills)
         self._plan = (meta, plan)
         return plan
 
