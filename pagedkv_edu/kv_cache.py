@@ -71,8 +71,8 @@ class StepMetadata:
                                             dtype=torch.int32)
             tables = block_tables[:, :-(-max(seq_lens) // block_size)]
             slots = tables[owner, positions // block_size].to(torch.int64) * block_size + positions % block_size
-            paged = {"slot_mapping": slots.to(device, non_blocking=True),
-                     "block_tables": tables.to(device, non_blocking=True)}
+            paged = {"slot_mapping": slots.to(device, non_blocking=True),   # a copy: the caller's rows change later
+                     "block_tables": tables.to(device, non_blocking=True, copy=True)}
         return cls(tuple(seq_ids), tuple(query_lens), tuple(seq_lens), positions.to(device, non_blocking=True),
                    (starts[1:] - 1).to(device, non_blocking=True),
                    seq_lens_tensor=torch.tensor(list(seq_lens), dtype=torch.int32).to(device, non_blocking=True),

@@ -249,7 +249,7 @@ def test_mixed_steps_on_the_triton_decode_kernel_give_the_torch_tokens(tiny) -> 
     assert [o.token_ids for o in triton_out] == [o.token_ids for o in torch_out]
 
 
-def test_the_runner_keeps_one_block_table_row_per_sequence_and_writes_only_what_changed() -> None:
+def test_the_runner_keeps_its_block_table_rows_in_batch_order_and_writes_only_what_changed() -> None:
     from types import SimpleNamespace
 
     from pagedkv_edu.engine.model_runner import BlockTableRows
@@ -259,14 +259,24 @@ def test_the_runner_keeps_one_block_table_row_per_sequence_and_writes_only_what_
         return ScheduledSeq(SimpleNamespace(seq_id=seq_id), 1, 0, False, True, tuple(ids), at)
 
     rows = BlockTableRows(16)
-    row = rows.append_row(brings("a", [3, 5], 0))  # a fresh sequence: its whole table
-    assert rows.table[row, :3].tolist() == [3, 5, -1]
-    rows.table[row, 0] = 99                        # (a stale entry stays stale: proof nothing else is rewritten)
-    assert rows.append_row(brings("a", [7], 2)) == row and rows.table[row, :3].tolist() == [99, 5, 7]
-    rows.append_row(brings("a", [8], 2))           # copy-on-write replaced the last block
-    assert rows.table[row, :3].tolist() == [99, 5, 8]
-    assert rows.append_row(brings("a", [], 3)) == row and rows.ids("a") == [99, 5, 8]   # nothing new
-    others = {rows.append_row(brings(f"s{i}", [i], 0)) for i in range(20)}   # more sequences than rows: grows
-    assert len(others | {row}) == 21 and rows.table.shape[0] >= 21
-    rows.release("a")
-    assert rows.append_row(brings("b", [1], 0)) == row and rows.table[row, :2].tolist() == [1, -1]
+    rows.arrange(["a"])
+    rows.append_row(0, brings("a", [3, 5], 0))     # a fresh sequence: its whole table
+    assert rows.table[0, :3].tolist() == [3, 5, -1]
+    rows.table[0, 0] = 99                          # (a stale entry stays stale: proof nothing else is rewritten)
+    rows.append_row(0, brings("a", [7], 2))
+    assert rows.table[0, :3].tolist() == [99, 5, 7]
+    rows.append_row(0, brings("a", [8], 2))        # copy-on-write replaced the last block
+    assert rows.ids("a") == [99, 5, 8]
+    others = [f"s{i}" for i in range(20)]
+    rows.arrange(["a"] + others)                    # more sequences than rows: the table grows, "a" stays in row 0
+    for i, seq_id in enumerate(others, 1):
+        rows.append_row(i, brings(seq_id, [i], 0))
+    assert rows.table.shape[0] >= 21 and rows.ids("a") == [99, 5, 8] and rows.ids("s19") == [20]
+    table = rows.table
+    rows.arrange(["a"] + others[:5])               # the same order, fewer scheduled: nothing moves
+    assert rows.table is table and rows.order[6:] == others[5:]
+    rows.release("a")                              # a sequence leaves: the rows after it move up one
+    assert rows.order[:2] == ["s0", "s1"] and rows.table[0, 0] == 1 and rows.table[20].tolist() == [-1] * 16
+    rows.arrange(["s3", "b", "s0"])                # a new order: rows follow their sequences, "b" starts empty
+    assert rows.order[:3] == ["s3", "b", "s0"] and rows.ids("s3") == [4] and rows.table[1, 0] == -1
+    assert rows.ids("s0") == [1] and sorted(rows.order) == sorted(["b"] + others)

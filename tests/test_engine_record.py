@@ -240,7 +240,7 @@ def test_the_runners_table_follows_the_block_manager_through_forks_hits_and_pree
             whole += -(-s.seq_len // 3)          # the blocks a whole-table copy would have sent
         rows = engine.runner.tables
         for seq in engine.scheduler.running:
-            if seq.seq_id in rows.rows:
+            if seq.seq_id in rows.order:
                 assert rows.ids(seq.seq_id) == engine.block_manager.block_ids(seq.seq_id), seq.seq_id
     assert engine.scheduler.num_preemptions > 0 and engine.scheduler.counts.prefix_hit_tokens > 0
     assert sent < whole / 2          # changes, not snapshots

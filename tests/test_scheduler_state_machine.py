@@ -99,14 +99,16 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert src != dst and dst in live
         for seq in step.preempted + step.failed:
             self.rows.release(seq.seq_id)
-        for s in step.scheduled:
+        self.rows.arrange([s.seq.seq_id for s in step.scheduled])
+        for row, s in enumerate(step.scheduled):
             assert s.num_new_tokens >= 1 and s.seq_len <= s.seq.num_tokens
             assert self.manager.table(s.seq.seq_id).num_tokens == s.seq_len
-            self.rows.append_row(s)
+            self.rows.append_row(row, s)
             if s.samples:
                 s.seq.output.append(token)
-        for seq_id in self.rows.rows:   # every row the runner holds is its sequence's live table
+        for seq_id in self.rows.order:   # every row the runner holds is its sequence's live table
             assert self.rows.ids(seq_id) == self.manager.block_ids(seq_id), seq_id
+        assert self.rows.order[:len(step.scheduled)] == [s.seq.seq_id for s in step.scheduled]   # batch order
         self.finished += step.failed
         STEPS["swapped_out"] += len(step.swapped_out)
         STEPS["blocks_swapped_in"] += len(step.swap_in)

@@ -2,7 +2,7 @@
 
 It applies the step's block copies (swap out, copy-on-write, swap in: each reads before the
 next writes), brings its persistent host block table up to date from the block ids each
-scheduled sequence gained (:class:`BlockTableRows`, vLLM's ``append_row``), builds the step's
+scheduled sequence gained (:class:`BlockTableRows`, rows in batch order, vLLM's ``append_row``), builds the step's
 :class:`~pagedkv_edu.kv_cache.StepMetadata` once for every layer, and runs the model once over
 the mixed batch. It allocates and decides nothing. :func:`plan_step` is the same in the small,
 for a reader who drives a :class:`~pagedkv_edu.block_manager.BlockManager` by hand (chapter 5).
@@ -24,40 +24,54 @@ from ..swap import HostKVCache, copy_blocks_between
 
 
 class BlockTableRows:
-    """The runner's block tables: one host row per running sequence, written only where the scheduler says it changed."""
+    """The runner's block tables in batch order: row ``i`` is the step's ``i``-th sequence (vLLM's ``InputBatch``).
+
+    Rows are written only where the scheduler says a table changed, and move only when the
+    batch changes its order; a decode step whose batch kept its order reads rows ``0..n-1`` as they are.
+    """
 
     def __init__(self, width: int) -> None:
         self.table = torch.full((8, width), -1, dtype=torch.int32)
-        self.rows: dict[Hashable, int] = {}
-        self.lengths: dict[Hashable, int] = {}
+        self.order: list[Hashable] = []          # order[i] is the sequence whose table is row i
+        self.lengths: dict[Hashable, int] = {}   # the ids written in each row
 
-    def append_row(self, s: ScheduledSeq) -> int:
-        """Write the ids ``s`` brings at their index (a fresh sequence gets a free row); its row."""
-        seq_id = s.seq.seq_id
-        row = self.rows.get(seq_id)
-        if row is None:
-            used = set(self.rows.values())
-            row = next((r for r in range(self.table.shape[0]) if r not in used), None)
-            if row is None:   # more running sequences than rows: double the table
-                row = self.table.shape[0]
-                self.table = torch.cat([self.table, torch.full_like(self.table, -1)])
-            self.rows[seq_id] = row
+    def arrange(self, seq_ids: Sequence[Hashable]) -> None:
+        """Put ``seq_ids`` in rows ``0..n-1``, in order (a new sequence gets an empty row); the rest keep theirs after."""
+        seq_ids = list(seq_ids)
+        if self.order[:len(seq_ids)] == seq_ids:
+            return
+        index = {seq_id: row for row, seq_id in enumerate(self.order)}
+        order = seq_ids + [seq_id for seq_id in self.order if seq_id not in set(seq_ids)]
+        size = self.table.shape[0]
+        while size < len(order):   # more live sequences than rows: double the table
+            size *= 2
+        moved = torch.full((size, self.table.shape[1]), -1, dtype=torch.int32)
+        kept = [(row, index[seq_id]) for row, seq_id in enumerate(order) if seq_id in index]
+        if kept:
+            new, old = zip(*kept)
+            moved[list(new)] = self.table[list(old)]
+        self.table, self.order = moved, order
+
+    def append_row(self, row: int, s: ScheduledSeq) -> None:
+        """Write the ids ``s`` brings at their index in ``row`` (a whole table at admission, swap-in or fork)."""
         if s.new_block_ids:
             end = s.first_new_block + len(s.new_block_ids)
             self.table[row, s.first_new_block:end] = torch.tensor(s.new_block_ids, dtype=torch.int32)
-            self.lengths[seq_id] = end
-        return row
+            self.lengths[s.seq.seq_id] = end
 
     def ids(self, seq_id: Hashable) -> list[int]:
         """A sequence's row as a list (for tests and pictures)."""
-        return self.table[self.rows[seq_id], :self.lengths.get(seq_id, 0)].tolist()
+        return self.table[self.order.index(seq_id), :self.lengths.get(seq_id, 0)].tolist()
 
     def release(self, seq_id: Hashable) -> None:
-        """The sequence left the running batch (finished or preempted): free its row."""
-        row = self.rows.pop(seq_id, None)
-        if row is not None:
-            self.table[row].fill_(-1)
-            self.lengths.pop(seq_id, None)
+        """The sequence left the running batch (finished or preempted): the rows after it move up one."""
+        if seq_id not in self.order:
+            return
+        row, n = self.order.index(seq_id), len(self.order)
+        self.table[row:n - 1] = self.table[row + 1:n].clone()
+        self.table[n - 1] = -1
+        del self.order[row]
+        self.lengths.pop(seq_id, None)
 
 
 class ModelRunner:
@@ -75,11 +89,13 @@ class ModelRunner:
         self.tables.release(seq_id)
 
     def prepare(self, step: ScheduledStep) -> StepMetadata:
-        """The step's metadata, from the persistent table's rows (brought up to date first)."""
-        rows = torch.tensor([self.tables.append_row(s) for s in step.scheduled])
-        return StepMetadata.build([s.seq.seq_id for s in step.scheduled], [s.seq_len for s in step.scheduled],
-                                  [s.num_new_tokens for s in step.scheduled], self.device, self.tables.table[rows],
-                                  self.kv_cache.block_size)
+        """The step's metadata, from the persistent table's first rows (brought up to date first)."""
+        seq_ids = [s.seq.seq_id for s in step.scheduled]
+        self.tables.arrange(seq_ids)
+        for row, s in enumerate(step.scheduled):
+            self.tables.append_row(row, s)
+        return StepMetadata.build(seq_ids, [s.seq_len for s in step.scheduled], [s.num_new_tokens for s in step.scheduled],
+                                  self.device, self.tables.table[:len(seq_ids)], self.kv_cache.block_size)
 
     def execute(self, step: ScheduledStep, input_ids: Sequence[int]) -> torch.Tensor:
         """Block copies, then one forward pass; the logits of every scheduled sequence's last new token.
