@@ -131,3 +131,46 @@ def test_store_and_gather_reject_bad_layer_and_table() -> None:
         cache.gather(0, [1, 7], 6)
     with pytest.raises(ValueError, match=r"seq_len 9 needs 3 blocks of 4, the table has 2"):
         cache.gather(0, [1, 2], 9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("seed", range(4))
+def test_attend_on_the_torch_path_equals_the_float64_reference(dtype: torch.dtype, seed: int) -> None:
+    """The engine's ``"torch"`` attend (whole-block gathers, an additive mask) on a mixed step, scattered tables.
+
+    Decode rows of unequal lengths share one padded batch; prefill rows read a cached prefix
+    or only their own K/V. Every slot outside a sequence holds a huge finite value, so a
+    position the mask should hide would move the output.
+    """
+    from pagedkv_edu.attention import paged_attention_float64
+    from pagedkv_edu.kv_cache import StepMetadata
+
+    gen = torch.Generator().manual_seed(seed)
+    block_size = [3, 5, 16, 4][seed]
+    kv_heads, group, head_dim = 2, [1, 3, 2, 4][seed], 8
+    query_lens = [1, 1, 7, 1, 4][: 3 + seed % 3]
+    seq_lens = [int(n + torch.randint(0, 3 * block_size, (1,), generator=gen)) for n in query_lens]
+    seq_lens[2] = query_lens[2] if seed % 2 else seq_lens[2]     # a prefill whose whole context is new
+    need = [-(-n // block_size) for n in seq_lens]
+    cache = PagedKVCache(1, sum(need) + 3, block_size, kv_heads, head_dim, dtype=dtype, check=False)
+    cache.k_caches[0].fill_(1e4)                                  # every slot no sequence owns: loud
+    cache.v_caches[0].fill_(1e4)
+    ids = torch.randperm(sum(need) + 3, generator=gen).tolist()
+    tables = [[ids.pop() for _ in range(n)] for n in need]
+    slots = [b * block_size + i % block_size for t, n in zip(tables, seq_lens) for i, b in
+             enumerate(b for b in t for _ in range(block_size)) if i < n]
+    slots = torch.tensor(slots)
+    k = torch.randn(len(slots), kv_heads, head_dim, generator=gen).to(dtype)
+    v = torch.randn(len(slots), kv_heads, head_dim, generator=gen).to(dtype)
+    meta = StepMetadata.build(list(range(len(seq_lens))), seq_lens, query_lens, "cpu", tables, block_size)
+    new = torch.cat([torch.arange(s - n, s) + sum(seq_lens[:i]) for i, (s, n) in enumerate(zip(seq_lens, query_lens))])
+    old = torch.ones(len(slots), dtype=torch.bool)
+    old[new] = False
+    cache.store(0, k[old], v[old], slots[old])                    # the cached context, then the step's writes
+    cache.write(0, k[new], v[new], meta)
+    q = torch.randn(meta.num_tokens, kv_heads * group, head_dim, generator=gen).to(dtype)
+    out = cache.attend(0, q, meta)
+    ref = paged_attention_float64(q, cache.k_caches[0], cache.v_caches[0], meta.block_tables, meta.seq_lens_tensor,
+                                  meta.query_start_loc, cache.scale)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
