@@ -59,16 +59,13 @@ class LoadedModel:
         sequence's text as it grows (to stdout unless ``write`` is given). Each call decodes the
         sequence's tokens so far and writes the new tail: one token can be part of a character."""
         seen: dict[int, list[int]] = {}
+        out = write or (lambda text: print(text, end="", flush=True))
 
         def on_token(i: int, token: int) -> None:
             tokens = seen.setdefault(i, [])
             before = self.tokenizer.decode(tokens, skip_special_tokens=True)
             tokens.append(token)
-            tail = self.tokenizer.decode(tokens, skip_special_tokens=True)[len(before):]
-            if write is None:
-                print(tail, end="", flush=True)
-            else:
-                write(tail)
+            out(self.tokenizer.decode(tokens, skip_special_tokens=True)[len(before):])
         return on_token
 
     def encode(self, prompt: str) -> list[int]:
