@@ -183,11 +183,6 @@ class ExplorerState:
             return True
         return self._rebuild(num_blocks, self.block_size, f"pool size {self.num_blocks} → {num_blocks} blocks")
 
-    def reset(self) -> None:
-        """An empty pool of the current sizes, free queue in id order, log cleared."""
-        self.events.clear()
-        self._rebuild(self.num_blocks, self.block_size, "reset")
-
     # --- internals ---------------------------------------------------------------------
     def _build(self, num_blocks: int, block_size: int, free_order: Sequence[int] | None) -> None:
         if free_order is None:
