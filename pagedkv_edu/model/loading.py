@@ -117,14 +117,10 @@ def _quiet_transformers() -> Callable[[], None]:
 
 
 # --- smollm2-135m: real weights from the GGUF, cached as safetensors ------------------------------
-def smollm2_cache_path() -> Path:
-    return cache_dir() / "smollm2-135m-instruct-q4_1-fp32"
-
-
 def _load_smollm2() -> tuple[Any, Any, str]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    cached = smollm2_cache_path()
+    cached = cache_dir() / "smollm2-135m-instruct-q4_1-fp32"
     if (cached / "model.safetensors").exists() and (cached / "tokenizer.json").exists():
         model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
         return model, AutoTokenizer.from_pretrained(cached), f"{cached} (the Q4_1 GGUF dequantised to float32)"
