@@ -168,12 +168,10 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
 
     The prompt is one request of the engine. Each step :meth:`~LLMEngine.forward_step` grows
     every live beam by its new token (copy-on-write included) and computes their logits in
-    one forward pass; the search picks the survivors; losers are freed
-    (:meth:`~LLMEngine.free_sequence`: their blocks lose a reference), parents with several
-    children are forked (:meth:`~LLMEngine.fork_sequence`), and each beam is given its token
-    (:meth:`~LLMEngine.append_token`). ``on_step(step, block_manager)`` is called after each
-    decode step's forward pass, with the step's memory in place (to draw it). The
-    end-of-sequence tokens are the engine's ``stop_token_ids``.
+    one forward pass; the search picks the survivors, and :func:`_regroup` frees, forks and
+    extends the beams. ``on_step(step, block_manager)`` is called after each decode step's
+    forward pass, with the step's memory in place (to draw it). The end-of-sequence tokens
+    are the engine's ``stop_token_ids``.
     """
     manager = engine.block_manager
     if engine.policy != "paged":
@@ -224,7 +222,8 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
 
 def _regroup(engine: "LLMEngine", live: list["Request"], chosen: list[tuple[int, int]],
              indices: Iterator[int]) -> list["Request"]:
-    """Free the beams nobody chose, fork the parents chosen more than once, give each its token.
+    """Free the beams nobody chose, fork the parents chosen more than once, give each its token
+    (the engine's ``free_sequence``, ``fork_sequence`` and ``append_token``).
 
     A parent's first child continues as the parent itself (no fork, no copy); each further
     child is a fork, which shares every block. Losers go first, so their blocks are free
