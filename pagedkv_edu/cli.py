@@ -85,10 +85,8 @@ def _register_kv_size(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _kv_size(args: argparse.Namespace) -> dict[str, Any]:
-    if args.model.endswith(".json") or os.path.isdir(args.model):
-        spec = load_config(args.model)
-    else:
-        spec = get_spec(args.model)
+    from_file = args.model.endswith(".json") or os.path.isdir(args.model)
+    spec = load_config(args.model) if from_file else get_spec(args.model)
     if args.dtype:
         spec = spec.with_dtype(args.dtype)
     total = spec.kv_bytes(args.tokens, args.requests)

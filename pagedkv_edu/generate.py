@@ -89,7 +89,7 @@ def blocks_for(prompts: Sequence[Sequence[int]], max_new_tokens: int, block_size
 
 def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, cache: str = "paged",
                backend: str | AttentionFn = "torch", block_size: int = 16, num_blocks: int | None = None) -> PagedKVCache:
-    """A KV store just big enough for this batch (or exactly ``num_blocks`` blocks, checked).
+    """A KV store just big enough for this batch (or of exactly ``num_blocks`` blocks; :func:`generate` checks it).
 
     ``backend`` runs every attention of the paged store, prefill included: ``"torch"`` (the
     gather reference), ``"triton"`` (the book's kernels) or a function with
@@ -106,9 +106,7 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
         return PagedKVCache.for_model(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
-    need = blocks_for(prompts, max_new_tokens, block_size)
-    num_blocks = max(sum(need), 1) if num_blocks is None else num_blocks
-    check_fits(prompts, max_new_tokens, num_blocks, block_size)
+    num_blocks = max(sum(blocks_for(prompts, max_new_tokens, block_size)), 1) if num_blocks is None else num_blocks
     return PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
                                   backend=backend)
 
@@ -164,7 +162,7 @@ def generate(
         store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
                            block_size=block_size, num_blocks=num_blocks)
     context = max(len(p) for p in prompts) + max_new_tokens
-    check_fits(prompts, max_new_tokens, store.num_blocks, store.block_size)   # a store passed in may be short
+    check_fits(prompts, max_new_tokens, store.num_blocks, store.block_size)   # once, for a store made or passed in
     manager = BlockManager(store.num_blocks, store.block_size)   # contiguous: one block of the longest per prompt
     engine = LLMEngine.over(manager, ModelRunner(model, store, context), max_seq_len=context, policy=cache,
                             vocab_size=model.config.vocab_size, seed=seed, free_finished=False, keep_history=False)

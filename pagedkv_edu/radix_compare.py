@@ -46,13 +46,12 @@ def _check(prompts: Sequence[Sequence[int]], capacity_tokens: int, max_running: 
 
 
 def set_free_order(manager: BlockManager, free_order: FreeOrder) -> None:
-    """Let ``manager``'s pool place freed blocks by ``free_order``, asking its prefix cache which are cached."""
+    """Let ``manager``'s pool place freed blocks by ``free_order`` (its prefix cache tells it which are cached)."""
     if manager.prefix_cache is None:
         raise ValueError("the free queue's order matters only with prefix caching on")
     if free_order not in FREE_ORDERS:
         raise ValueError(f"free_order must be one of {FREE_ORDERS}, got {free_order!r}")
     manager.pool.free_order = free_order
-    manager.pool.is_cached = manager.prefix_cache.__contains__
 
 
 def replay_hash_chain(prompts: Sequence[Sequence[int]], block_size: int, capacity_tokens: int, max_running: int,

@@ -48,12 +48,6 @@ class CostModel:
             if not 0 <= value <= 1e6:
                 raise ValueError(f"{name} must be in [0, 1e6] ms, got {value!r}")
 
-    def prefill_ms(self, computed_tokens: int) -> float:
-        return computed_tokens * self.prefill_ms_per_token
-
-    def decode_ms(self, output_tokens: int) -> float:
-        return output_tokens * self.decode_ms_per_token
-
 
 # --- one replica ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -121,12 +115,8 @@ class Replica:
 
     def serve(self, request: TimedRequest, index: int) -> Outcome:
         """Admit ``request`` after everything routed here before it; ``index`` is this replica's number."""
-        manager, total = self.manager, request.prompt_len + len(request.output)
-        if request.prompt_len == 0:
-            raise ValueError(f"request {request.request_id} has an empty prompt")
-        if blocks_needed(total, manager.block_size) > manager.pool.num_blocks:
-            raise ValueError(f"request {request.request_id}: {total} tokens need "
-                             f"{blocks_needed(total, manager.block_size)} blocks; a replica has {manager.pool.num_blocks}")
+        manager = self.manager
+        _check_fits(request, manager.pool.num_blocks, manager.block_size)
         start = max(request.arrival_ms, self.busy_until)
         self._release(start)
         while self._blocks_for(request) > manager.pool.num_free:   # wait for running requests to finish
@@ -136,8 +126,8 @@ class Replica:
         hit = manager.admit(rid, request.prompt_len, request.prompt)
         manager.grow(rid, len(request.output))
         manager.mark_computed(rid, request.prompt + request.output)
-        first = start + self.cost.prefill_ms(request.prompt_len - hit)
-        finish = first + self.cost.decode_ms(len(request.output))
+        first = start + (request.prompt_len - hit) * self.cost.prefill_ms_per_token
+        finish = first + len(request.output) * self.cost.decode_ms_per_token
         self.busy_until = first
         heapq.heappush(self._live, (finish, rid))
         self._groups.setdefault(request.group, request.prompt[:manager.block_size + 1])
@@ -153,6 +143,16 @@ class Replica:
     def _release(self, now_ms: float) -> None:
         while self._live and self._live[0][0] <= now_ms:
             self.manager.release(heapq.heappop(self._live)[1])
+
+
+def _check_fits(request: TimedRequest, num_blocks: int, block_size: int) -> None:
+    """Refuse a request one replica can never hold (or with an empty prompt), before any state changes."""
+    if request.prompt_len == 0:
+        raise ValueError(f"request {request.request_id} has an empty prompt")
+    need = blocks_needed(request.prompt_len + len(request.output), block_size)
+    if need > num_blocks:
+        raise ValueError(f"request {request.request_id} ({request.prompt_len} + {len(request.output)} tokens) does "
+                         f"not fit a replica of {num_blocks} blocks of {block_size}: they need {need} blocks")
 
 
 # --- what a policy sees, and the policies --------------------------------------------------------
@@ -373,9 +373,7 @@ def route(requests: Sequence[TimedRequest], policy: str | Policy = "hybrid", num
     if len({r.request_id for r in ordered}) != len(ordered):
         raise ValueError("request ids must be distinct: a replica tracks its sequences by id")
     for r in ordered:   # every request must fit one replica, checked before anything is routed
-        if r.prompt_len == 0 or blocks_needed(r.prompt_len + len(r.output), block_size) > num_blocks:
-            raise ValueError(f"request {r.request_id} ({r.prompt_len} + {len(r.output)} tokens) does not fit a "
-                             f"replica of {num_blocks} blocks of {block_size}, or has an empty prompt")
+        _check_fits(r, num_blocks, block_size)
     replicas = [Replica(num_blocks, block_size, cost) for _ in range(num_replicas)]
     fleet = Fleet(replicas)
     result = RouteResult(name, replicas, [])

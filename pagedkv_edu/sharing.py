@@ -148,16 +148,13 @@ def workload_beam_saving(requests: list[Request], genealogies: Sequence[Genealog
     later = [list(step) for g in genealogies for step in g[1:]]
     if not later:
         raise ValueError("need recorded genealogies of at least two steps")
-    width = len(later[0])
     rng = random.Random(seed)
-    saved = total = 0
+    runs = []
     for r in requests:
         start = rng.randrange(len(later))
-        steps = [[0] * width] + [later[(start + i) % len(later)] for i in range(r.output_len - 1)]
-        memory = beam_blocks(r.prompt_len, steps, block_size)
-        saved += sum(memory.shared)
-        total += sum(memory.independent)
-    return 1 - saved / total
+        steps = [[0] * len(later[0])] + [later[(start + i) % len(later)] for i in range(r.output_len - 1)]
+        runs.append(beam_blocks(r.prompt_len, steps, block_size))
+    return 1 - sum(sum(m.shared) for m in runs) / sum(sum(m.independent) for m in runs)
 
 
 def record_beam_genealogies(loaded: Any, prompts: Sequence[str] = ALPACA_STYLE_PROMPTS,

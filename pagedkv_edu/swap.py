@@ -54,12 +54,11 @@ class SwapSpace:
 
     def swap_in(self, seq_id: Hashable, device_block_ids: Sequence[int]) -> list[tuple[int, int]]:
         """Give a sequence's host blocks back; returns the (host, device) copies into ``device_block_ids``."""
-        host, _ = self.tables.pop(seq_id)
+        host = self.tables[seq_id][0]
         if len(device_block_ids) < len(host):
-            self.tables[seq_id] = (host, _)
             raise ValueError(f"sequence {seq_id!r} holds {len(host)} host blocks; {len(device_block_ids)} device "
                              f"blocks cannot take them")
-        self.pool.free_all(host)
+        self.drop(seq_id)
         self.blocks_in += len(host)
         return list(zip(host, device_block_ids))
 

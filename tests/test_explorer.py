@@ -130,7 +130,7 @@ def test_the_explorer_drives_the_engines_scheduler() -> None:
     assert state.step_n(3) == 3
     assert [s.seq_id for s in state.scheduler.running] == state.live_requests == [0, "r0.1", 1]
     assert [state.scheduler.num_computed_tokens(s) for s in state.scheduler.running] == [9, 9, 6]
-    usage, snap = state.memory.usage(), state.snapshot()
+    usage, snap = state.manager.usage(), state.snapshot()
     assert usage.stored_tokens == snap.num_tokens and usage.held_slots == snap.allocated_slots
     assert state.scheduler.num_preemptions == 0 and state.scheduler.counts.prompt_tokens == 9
     assert state.finish("r0.1") and [s.seq_id for s in state.scheduler.running] == [0, 1]

@@ -1,41 +1,12 @@
 """Beam search on the block manager: beams fork, share blocks, copy on write, and the losers are freed (chapter 7).
 
-Beam search keeps the ``k`` most likely continuations of a prompt. Every step each live beam
-proposes all ``V`` next tokens; of the ``k × V`` candidates the best few survive, so a beam
-may have several surviving children, or none. PagedAttention runs this on reference counts
-(Kwon et al., SOSP 2023, §4.4): a parent with a second child is **forked** (the child's table
-names the parent's blocks), a parent with none is **freed**, and the one shared block anyone
-writes into, a partly filled last block, is **copied on write**. Two steps apart, beams share
-all but their last few blocks.
-
-:class:`BeamSearch` is the search itself, with no model and no memory: give it each step's
-log-probabilities, it returns which parents continue with which tokens. It is
-transformers' ``generate(num_beams=k, do_sample=False)`` (``GenerationMixin._beam_search``),
-rule for rule, so the top hypothesis is the same:
-
-* scores are cumulative log-probabilities in float32; step 1 expands the prompt alone;
-* each step keeps the top ``max(2, 1 + #eos) · k`` candidates, so that ``k`` of them can go
-  on even if some end; the running beams are the best ``k`` that do not end;
-* a candidate that ends (an end-of-sequence token, or the last of ``max_tokens``) becomes a
-  finished hypothesis only if it ranks among the first ``k`` candidates; its score is its
-  log-probability divided by ``generated_length ** length_penalty`` (the EOS counted); the
-  best ``k`` finished hypotheses are kept;
-* the search stops when every candidate ended, or (``early_stopping=True``) when ``k``
-  hypotheses are finished, or (``False``, transformers' default) when ``k`` are finished and
-  the best running beam, normalised by its *current* length, cannot beat the worst of them
-  (``"never"`` with a positive penalty normalises by ``max_tokens`` instead).
-
-With ``ignore_eos=True`` no candidate ends before ``max_tokens``, every hypothesis has the same
-length and the length penalty changes nothing: plain fixed-length beam search, which is what
-transformers runs when its generation config has no ``eos_token_id``. (transformers'
-``num_beams=1`` is greedy decoding, another loop; one beam here still keeps a finished
-hypothesis and a running beam apart, so with EOS on it can differ from greedy.)
-
-:func:`beam_search` drives a search through an idle :class:`~pagedkv_edu.engine.engine.LLMEngine`,
-with the engine's own calls for a caller that picks tokens itself: ``forward_step`` (schedule
-and one forward pass over all beams, no sampling), ``fork_sequence``, ``free_sequence`` and
-``append_token``. The beams are the engine's request records; only the choice of tokens is
-the search's.
+PagedAttention runs beam search on reference counts (Kwon et al., SOSP 2023, §4.4).
+:class:`BeamSearch` is the search alone, no model and no memory: transformers'
+``generate(num_beams=k, do_sample=False)`` rule for rule (chapter 7 lists the rules), so the top
+hypothesis is the same. (transformers' ``num_beams=1`` is greedy decoding, another loop; one beam
+here still keeps a finished hypothesis and a running beam apart, so with EOS on it can differ.)
+:func:`beam_search` drives a search through an idle :class:`~pagedkv_edu.engine.engine.LLMEngine`
+with the engine's calls for a caller that picks tokens itself; the beams are the engine's requests.
 """
 
 from __future__ import annotations
@@ -98,11 +69,6 @@ class BeamSearch:
         self.num_steps = 0
         self.done = False
 
-    @property
-    def num_candidates(self) -> int:
-        """Candidates kept per step: ``max(2, 1 + #eos) · k``, so that ``k`` can go on whatever ends."""
-        return max(2, 1 + len(self.eos)) * self.params.num_beams
-
     def advance(self, log_probs: torch.Tensor) -> list[tuple[int, int]]:
         """One step: ``log_probs`` is ``[running beams, vocab]``; returns the new beams as (parent, token).
 
@@ -119,7 +85,8 @@ class BeamSearch:
         self.num_steps += 1
         t = self.num_steps                              # tokens generated, this step's included
         flat = (self.scores[:, None] + log_probs.float().cpu()).reshape(-1)
-        top, index = torch.topk(flat, min(self.num_candidates, flat.numel()))
+        kept = max(2, 1 + len(self.eos)) * k                 # candidates, so that k can go on whatever ends
+        top, index = torch.topk(flat, min(kept, flat.numel()))
         parents, tokens = (index // vocab).tolist(), (index % vocab).tolist()
         ends = [t >= p.max_tokens or token in self.eos for token in tokens]
         normalised = top / (t ** p.length_penalty)
@@ -201,12 +168,10 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
 
     The prompt is one request of the engine. Each step :meth:`~LLMEngine.forward_step` grows
     every live beam by its new token (copy-on-write included) and computes their logits in
-    one forward pass; the search picks the survivors; losers are freed
-    (:meth:`~LLMEngine.free_sequence`: their blocks lose a reference), parents with several
-    children are forked (:meth:`~LLMEngine.fork_sequence`), and each beam is given its token
-    (:meth:`~LLMEngine.append_token`). ``on_step(step, block_manager)`` is called after each
-    decode step's forward pass, with the step's memory in place (to draw it). The
-    end-of-sequence tokens are the engine's ``stop_token_ids``.
+    one forward pass; the search picks the survivors, and :func:`_regroup` frees, forks and
+    extends the beams. ``on_step(step, block_manager)`` is called after each decode step's
+    forward pass, with the step's memory in place (to draw it). The end-of-sequence tokens
+    are the engine's ``stop_token_ids``.
     """
     manager = engine.block_manager
     if engine.policy != "paged":
@@ -257,7 +222,8 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
 
 def _regroup(engine: "LLMEngine", live: list["Request"], chosen: list[tuple[int, int]],
              indices: Iterator[int]) -> list["Request"]:
-    """Free the beams nobody chose, fork the parents chosen more than once, give each its token.
+    """Free the beams nobody chose, fork the parents chosen more than once, give each its token
+    (the engine's ``free_sequence``, ``fork_sequence`` and ``append_token``).
 
     A parent's first child continues as the parent itself (no fork, no copy); each further
     child is a fork, which shares every block. Losers go first, so their blocks are free

@@ -62,8 +62,8 @@ class EngineTrace:
     def record(self, engine: Any, scheduled: Any, copies: Sequence[tuple[int, int]] = ()) -> None:
         """Append the frame of the step that just ran: the engine's one call per step.
 
-        ``scheduled`` is the step's decisions (``prefills`` and ``preempted``); ``copies`` the
-        copy-on-write pairs the step applied. Reads the engine; changes nothing in it.
+        ``scheduled`` is the step's ``ScheduledStep``; ``copies`` the copy-on-write pairs the
+        step applied. Reads the engine; changes nothing in it.
         """
         if len(self.frames) >= self.max_frames:
             self.truncated = True
@@ -72,29 +72,26 @@ class EngineTrace:
             self.tokenizer = getattr(engine, "tokenizer", None)
         scheduler = engine.scheduler
         running, queued = list(scheduler.running), list(scheduler.waiting)
-        # Admitted in this step (with chunked prefill, a prompt's later chunks are not admissions).
-        admitted = list(getattr(scheduled, "admitted", None) if hasattr(scheduled, "admitted")
-                        else getattr(scheduled, "prefills", ()))
+        admitted = list(scheduled.admitted)   # not prefills: a prompt's later chunks are not admissions
         for seq in admitted + running + queued:
             self._sequences.setdefault(seq.seq_id, seq)
         now_live = {s.seq_id for s in running} | {s.seq_id for s in queued}
         finished = tuple(s for s in self._sequences if s not in now_live and s not in self._done)
         self._done.update(finished)
-        steps = list(getattr(scheduled, "scheduled", ()))
         self.frames.append(snapshot(
             scheduler.memory,   # a BlockManager; the contiguous engine's blocks are its max_seq_len reservations
             step=len(self.frames),
             running=tuple(s.seq_id for s in running),
-            waiting=tuple(s.seq_id for s in queued if not getattr(s, "num_preemptions", 0)),
-            preempted=tuple(s.seq_id for s in queued if getattr(s, "num_preemptions", 0)),
+            waiting=tuple(s.seq_id for s in queued if not s.num_preemptions),
+            preempted=tuple(s.seq_id for s in queued if s.num_preemptions),
             admitted=tuple(s.seq_id for s in admitted),
-            preempted_now=tuple(s.seq_id for s in getattr(scheduled, "preempted", ())),
+            preempted_now=tuple(s.seq_id for s in scheduled.preempted),
             finished=finished,
             copies=tuple((int(a), int(b)) for a, b in copies),
             num_output=tuple((seq_id, len(seq.output_token_ids)) for seq_id, seq in self._sequences.items()),
-            prefill_tokens=sum(s.num_new_tokens for s in steps if s.is_prefill),
-            decode_tokens=sum(s.num_new_tokens for s in steps if not s.is_prefill),
-            token_budget=getattr(scheduler, "max_num_batched_tokens", None),
+            prefill_tokens=sum(s.num_new_tokens for s in scheduled.scheduled if s.is_prefill),
+            decode_tokens=sum(s.num_new_tokens for s in scheduled.scheduled if not s.is_prefill),
+            token_budget=scheduler.max_num_batched_tokens,
         ))
 
     # --- reading ------------------------------------------------------------------------

@@ -134,6 +134,12 @@ class LayerWeights:
     down_proj: torch.Tensor
 
 
+_HF_NAMES = {"input_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+             **{n: f"self_attn.{n}" for n in ("q_proj", "k_proj", "v_proj", "o_proj")},
+             **{n: f"mlp.{n}" for n in ("gate_proj", "up_proj", "down_proj")}}
+"""Each :class:`LayerWeights` field's name in a ``LlamaForCausalLM`` layer (``model.layers.{i}.{name}.weight``)."""
+
+
 class Llama:
     """The decoder: weights plus a forward over a flat batch of tokens and a paged KV cache."""
 
@@ -154,20 +160,8 @@ class Llama:
                 raise KeyError(f"state dict has no {name!r}; is this a LlamaForCausalLM checkpoint?")
             return state[name].detach()
 
-        layers = []
-        for i in range(config.num_layers):
-            p = f"model.layers.{i}."
-            layers.append(LayerWeights(
-                input_norm=get(p + "input_layernorm.weight"),
-                q_proj=get(p + "self_attn.q_proj.weight"),
-                k_proj=get(p + "self_attn.k_proj.weight"),
-                v_proj=get(p + "self_attn.v_proj.weight"),
-                o_proj=get(p + "self_attn.o_proj.weight"),
-                post_attention_norm=get(p + "post_attention_layernorm.weight"),
-                gate_proj=get(p + "mlp.gate_proj.weight"),
-                up_proj=get(p + "mlp.up_proj.weight"),
-                down_proj=get(p + "mlp.down_proj.weight"),
-            ))
+        layers = [LayerWeights(**{field: get(f"model.layers.{i}.{name}.weight") for field, name in _HF_NAMES.items()})
+                  for i in range(config.num_layers)]
         embed = get("model.embed_tokens.weight")
         lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
         return cls(config, embed, layers, get("model.norm.weight"), lm_head)

@@ -59,16 +59,13 @@ class LoadedModel:
         sequence's text as it grows (to stdout unless ``write`` is given). Each call decodes the
         sequence's tokens so far and writes the new tail: one token can be part of a character."""
         seen: dict[int, list[int]] = {}
+        out = write or (lambda text: print(text, end="", flush=True))
 
         def on_token(i: int, token: int) -> None:
             tokens = seen.setdefault(i, [])
             before = self.tokenizer.decode(tokens, skip_special_tokens=True)
             tokens.append(token)
-            tail = self.tokenizer.decode(tokens, skip_special_tokens=True)[len(before):]
-            if write is None:
-                print(tail, end="", flush=True)
-            else:
-                write(tail)
+            out(self.tokenizer.decode(tokens, skip_special_tokens=True)[len(before):])
         return on_token
 
     def encode(self, prompt: str) -> list[int]:
@@ -120,14 +117,10 @@ def _quiet_transformers() -> Callable[[], None]:
 
 
 # --- smollm2-135m: real weights from the GGUF, cached as safetensors ------------------------------
-def smollm2_cache_path() -> Path:
-    return cache_dir() / "smollm2-135m-instruct-q4_1-fp32"
-
-
 def _load_smollm2() -> tuple[Any, Any, str]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    cached = smollm2_cache_path()
+    cached = cache_dir() / "smollm2-135m-instruct-q4_1-fp32"
     if (cached / "model.safetensors").exists() and (cached / "tokenizer.json").exists():
         model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch.float32)
         return model, AutoTokenizer.from_pretrained(cached), f"{cached} (the Q4_1 GGUF dequantised to float32)"

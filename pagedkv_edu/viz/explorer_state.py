@@ -56,10 +56,6 @@ class ExplorerState:
         return self.engine.scheduler
 
     @property
-    def memory(self) -> BlockManager:
-        return self.engine.memory
-
-    @property
     def manager(self) -> BlockManager:
         return self.engine.memory
 
@@ -92,7 +88,7 @@ class ExplorerState:
             self._fail(f"{name}: {prompt_tokens} tokens exceed max_seq_len={self.max_seq_len}; not added")
             return None
         need = -(-prompt_tokens // self.block_size)
-        if not self.memory.can_admit(next_id, prompt_tokens):
+        if not self.manager.can_admit(next_id, prompt_tokens):
             self._fail(f"{name} needs {need} blocks for {prompt_tokens} tokens but only "
                        f"{self.manager.pool.num_free} are free; not added")
             return None
@@ -140,8 +136,7 @@ class ExplorerState:
     def fork(self, request_id: Hashable) -> Hashable | None:
         """A new sample of ``request_id`` sharing all its blocks (no block taken); its id (``r0.1``, ...), or None."""
         if request_id not in self._requests:
-            live = ", ".join(request_label(r) for r in self.live_requests) or "none"
-            self._fail(f"cannot fork {request_label(request_id)}: not a live request (live: {live})")
+            self._not_live("fork", request_id)
             return None
         n = self._forks.get(request_id, 0) + 1
         while f"{request_label(request_id)}.{n}" in self.manager.tables:   # forked on the manager itself
@@ -167,8 +162,7 @@ class ExplorerState:
     def finish(self, request_id: Hashable) -> bool:
         """Drop ``request_id``'s reference to each of its blocks (last first); unshared ones go back to the pool."""
         if request_id not in self._requests:
-            live = ", ".join(request_label(r) for r in self.live_requests) or "none"
-            return self._fail(f"cannot finish {request_label(request_id)}: not a live request (live: {live})")
+            return self._not_live("finish", request_id)
         released = self.manager.table(request_id).block_ids[::-1]    # the table returns them last first
         self.engine.finish_sequence(self._requests.pop(request_id))
         freed = [b for b in released if self.manager.pool.is_free(b)]
@@ -188,11 +182,6 @@ class ExplorerState:
         if num_blocks == self.num_blocks:
             return True
         return self._rebuild(num_blocks, self.block_size, f"pool size {self.num_blocks} → {num_blocks} blocks")
-
-    def reset(self) -> None:
-        """An empty pool of the current sizes, free queue in id order, log cleared."""
-        self.events.clear()
-        self._rebuild(self.num_blocks, self.block_size, "reset")
 
     # --- internals ---------------------------------------------------------------------
     def _build(self, num_blocks: int, block_size: int, free_order: Sequence[int] | None) -> None:
@@ -236,6 +225,10 @@ class ExplorerState:
         self.message, self.is_error = text, True
         self._log("✗ " + text)
         return False
+
+    def _not_live(self, action: str, request_id: Hashable) -> bool:
+        live = ", ".join(request_label(r) for r in self.live_requests) or "none"
+        return self._fail(f"cannot {action} {request_label(request_id)}: not a live request (live: {live})")
 
     def _log(self, text: str) -> None:
         self.events.append(text)

@@ -1,7 +1,7 @@
 """Draw a :class:`~pagedkv_edu.engine.snapshot.Snapshot` as SVG: the one renderer of the memory's state.
 
-:func:`render_svg` is chapter 2's and 7's picture (big cells, every block table), :func:`step_svg`
-chapter 6's replay frame (small cells, the queues and the token budget); both draw the blocks
+:func:`render_svg` is chapter 2's and 7's picture (big cells, every block table), ``viz.replay``'s
+frame chapter 6's (small cells, the queues and the token budget); both draw the blocks
 with :func:`_grid`. Deterministic (no ids, no ``<defs>``), so tests compare ``data-*`` attributes
 and the book embeds the SVG a reader saw. Colours: Paul Tol's "muted" palette, and every block
 also names its owner, so colour is never the only cue.

@@ -182,14 +182,10 @@ def filmstrip_svg(trace: EngineTrace, frames: Mapping[str, int] | None = None, *
     merged: dict[int, list[str]] = {}   # two rules may pick the same step: one tile, both names
     for name, index in chosen.items():
         merged.setdefault(index, []).append(name)
-    scale, tiles = 0.5, []
-    for index, names in merged.items():
-        body, height = frame_elements(trace, index)
-        tiles.append((" + ".join(names), index, body, height))
+    scale = 0.5
+    tiles = [(" + ".join(names), index, *frame_elements(trace, index)) for index, names in merged.items()]
     tile_w = WIDTH * scale
-    row_h: list[float] = []
-    for start in range(0, len(tiles), columns):
-        row_h.append(LINE + max(t[3] for t in tiles[start:start + columns]) * scale)
+    row_h = [LINE + max(t[3] for t in tiles[start:start + columns]) * scale for start in range(0, len(tiles), columns)]
     out, y = [], 0.0
     for i, (name, index, body, height) in enumerate(tiles):
         r, c = divmod(i, columns)
