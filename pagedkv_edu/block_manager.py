@@ -249,6 +249,9 @@ class BlockManager:
         """Tokens ``start`` .. of ``seq``'s table will be computed by this step: the blocks they fill become findable."""
         if self.prefix_cache is None:
             return
+        table = self.tables.get(seq.seq_id)
+        if table is not None and table.num_tokens // self.block_size <= start // self.block_size:
+            return   # the step fills no block (most decode steps): nothing new to offer, no token ids to join
         tokens = getattr(seq, "token_ids", None)
         if tokens is not None:
             self.mark_computed(seq.seq_id, tokens, self.block_hashes(seq), start=start)
