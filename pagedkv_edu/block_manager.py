@@ -98,8 +98,10 @@ class BlockManager:
 
     def block_hashes(self, seq: Any) -> Sequence[BlockHash] | None:
         """A sequence's full-block hash chain when the prefix cache needs it (its record's, hashed once), else None."""
-        tokens = getattr(seq, "token_ids", None)
-        if self.prefix_cache is None or tokens is None:
+        if self.prefix_cache is None:
+            return None
+        tokens = getattr(seq, "token_ids", None)   # a property that joins prompt and output: asked only when needed
+        if tokens is None:
             return None
         if hasattr(seq, "hashes"):
             return seq.hashes(self.block_size, self.prefix_cache.hash_fn)
@@ -245,8 +247,13 @@ class BlockManager:
     # --- the prefix cache: computed blocks become findable ------------------------------
     def scheduled(self, seq: Any, start: int = 0) -> None:
         """Tokens ``start`` .. of ``seq``'s table will be computed by this step: the blocks they fill become findable."""
+        if self.prefix_cache is None:
+            return
+        table = self.tables.get(seq.seq_id)
+        if table is not None and table.num_tokens // self.block_size <= start // self.block_size:
+            return   # the step fills no block (most decode steps): nothing new to offer, no token ids to join
         tokens = getattr(seq, "token_ids", None)
-        if self.prefix_cache is not None and tokens is not None:
+        if tokens is not None:
             self.mark_computed(seq.seq_id, tokens, self.block_hashes(seq), start=start)
 
     def mark_computed(self, seq_id: Hashable, token_ids: Sequence[int], hashes: Sequence[BlockHash] | None = None,
@@ -367,7 +374,7 @@ class BlockManager:
             raise ValueError(f"sequence {seq_id!r}: token count must be a non-negative integer, got {num_tokens!r}")
         if self.max_seq_len is not None and num_tokens > self.max_seq_len:
             raise ValueError(f"sequence {seq_id!r}: {num_tokens} tokens exceed max_seq_len={self.max_seq_len}")
-        if blocks_needed(num_tokens, self.block_size) > self.pool.num_blocks:
+        if num_tokens > self.pool.capacity_tokens:   # more blocks than the whole pool
             raise OutOfBlocksError(
                 f"sequence {seq_id!r}: {num_tokens} tokens need {blocks_needed(num_tokens, self.block_size)} "
                 f"blocks but the whole pool has {self.pool.num_blocks}"

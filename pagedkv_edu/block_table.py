@@ -60,7 +60,8 @@ class BlockTable:
     def blocks_to_append(self, n: int) -> int:
         """How many new blocks appending ``n`` tokens would allocate."""
         check_whole("n (tokens to append)", n)
-        return blocks_needed(self.num_tokens + n, self.block_size) - len(self.block_ids)
+        # blocks_needed's arithmetic without its checks: the table's own count and size were checked (asked every step)
+        return -(-(self.num_tokens + n) // self.block_size) - len(self.block_ids)
 
     def append_tokens(self, pool: BlockPool, n: int = 1) -> list[int]:
         """Account for ``n`` more tokens, allocating blocks only when the last is full.
@@ -73,7 +74,7 @@ class BlockTable:
             raise ValueError(f"pool block_size {pool.block_size} != table block_size {self.block_size}")
         if need > pool.num_free:
             raise OutOfBlocksError(f"appending {n} tokens needs {need} new blocks; the pool has {pool.num_free} free")
-        new = pool.allocate(need)
+        new = pool.allocate(need) if need else []   # most steps fill a slot of the last block
         self.block_ids.extend(new)
         self.num_tokens += n
         return new

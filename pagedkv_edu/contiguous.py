@@ -77,6 +77,7 @@ class ContiguousArena:
         self.capacity = capacity
         self._extents: list[Extent] = []  # sorted by start
         self._by_owner: dict[Hashable, Extent] = {}
+        self._reserved = 0                # sum of the extents' sizes, kept as they come and go (read every step)
 
     @property
     def extents(self) -> list[Extent]:
@@ -84,7 +85,7 @@ class ContiguousArena:
 
     @property
     def reserved(self) -> int:
-        return sum(e.size for e in self._extents)
+        return self._reserved
 
     @property
     def free(self) -> int:
@@ -115,12 +116,14 @@ class ContiguousArena:
     def _hold(self, extent: Extent) -> Extent:
         bisect.insort(self._extents, extent, key=lambda e: e.start)
         self._by_owner[extent.owner] = extent
+        self._reserved += extent.size
         return extent
 
     def _drop(self, owner: Hashable) -> Extent:
         extent = self.extent(owner)
         del self._by_owner[owner]
         self._extents.remove(extent)
+        self._reserved -= extent.size
         return extent
 
     def largest_hole(self) -> int:
@@ -272,8 +275,9 @@ class ContiguousMemory:
         return self.lengths[seq_id] + n <= self.arena.extent(seq_id).size
 
     def grow(self, seq_id: Hashable, n: int = 1) -> list[int]:
-        if not self.can_grow(seq_id, n):
-            raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
+        size = self.arena.extent(seq_id).size
+        if self.lengths[seq_id] + n > size:
+            raise ValueError(f"sequence {seq_id!r} has filled its reservation of {size} slots")
         self.lengths[seq_id] += n
         return []
 

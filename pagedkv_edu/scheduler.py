@@ -14,7 +14,7 @@ import enum
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .block_manager import MemoryUsage
 from .specs import hit_rate
@@ -61,7 +61,8 @@ class KVMemory(Protocol):
 
     def fits_ever(self, num_tokens: int) -> bool: ...
 
-    def block_hashes(self, seq: "Schedulable") -> Sequence[bytes] | None: ...
+    def block_hashes(self, seq: "Schedulable") -> Sequence[bytes] | None:
+        """None when this memory does not look at token ids (no prefix cache): the scheduler then passes none."""
 
     def cached_prefix(self, token_ids: Sequence[int] | None, hashes: Sequence[bytes] | None = None) -> int: ...
 
@@ -121,9 +122,9 @@ def seats_of(seq: Schedulable) -> int:
     return getattr(seq, "num_seqs", 1)
 
 
-@dataclass(frozen=True)
-class ScheduledSeq:
-    """One sequence's share of a step."""
+class ScheduledSeq(NamedTuple):
+    """One sequence's share of a step. Immutable; a NamedTuple because one is built per sequence per step
+    (a frozen dataclass costs four times as much to build)."""
 
     seq: Schedulable
     num_new_tokens: int          # tokens computed in this step
@@ -276,8 +277,8 @@ class Scheduler:
                     break
                 budget -= brought
                 continue
-            tokens = token_ids_of(seq)
             hashes = self.memory.block_hashes(seq)
+            tokens = None if hashes is None else token_ids_of(seq)   # a memory without hashes never reads ids
             cached = self.memory.cached_prefix(tokens, hashes)
             upto = cached + int(min(seq.num_tokens - cached, budget))
             head = None if tokens is None else tokens[:upto]
@@ -334,7 +335,7 @@ class Scheduler:
         is_prefill = computed < seq.prompt_end
         self.counts.prefill_tokens += new if is_prefill else 0
         table = self.memory.block_ids(seq.seq_id) or ()
-        fork = _index(self._forked, seq)
+        fork = _index(self._forked, seq) if self._forked else None   # a fork is rare: skip the scan
         if fork is not None:
             del self._forked[fork]
         if grown is None or fork is not None:

@@ -339,8 +339,9 @@ def _record(step: int, running: list[SeqRecord], num_waiting: int, head: SeqReco
         internal = usage.held_slots - usage.stored_tokens
         return StepRecord(step, len(running), num_waiting, usage.stored_tokens, 0, internal, 0,
                           usage.capacity - usage.held_slots)
-    over = sum(map(_kv_len, running)) - usage.stored_tokens
-    internal = sum(arena.extent(s.seq_id).size - _kv_len(s) for s in running)  # a buddy block's rounding too
+    kv_len = sum(map(_kv_len, running))
+    over = kv_len - usage.stored_tokens
+    internal = sum(arena.extent(s.seq_id).size for s in running) - kv_len  # a buddy block's rounding too
     external = arena.stranded(reservations[head.seq_id]) if head is not None else 0
     return StepRecord(step, len(running), num_waiting, usage.stored_tokens, over, internal, external,
                       usage.capacity - arena.reserved - external)

@@ -223,11 +223,31 @@ def test_buddy_invariants(capacity, ops) -> None:
             arena.release(live.pop(size % len(live)))
         pieces = sorted([(e.start, e.size) for e in arena.extents] + arena.holes())
         assert sum(s for _, s in pieces) == capacity
+        assert arena.reserved == sum(e.size for e in arena.extents)   # the count kept as blocks come and go
         assert all(a + s == b for (a, s), (b, _) in zip(pieces, pieces[1:]))
         assert all(start % size == 0 and size & (size - 1) == 0 for start, size in arena.holes())
     for owner in list(live):
         arena.release(owner)
     assert arena.free == capacity and len(arena.holes()) == bin(capacity).count("1")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 200), st.lists(st.tuples(st.booleans(), st.integers(1, 70)), max_size=40))
+def test_first_fit_keeps_its_reserved_count(capacity, ops) -> None:
+    """The reserved count the simulator reads every step is the extents' sum, after any allocations and releases."""
+    arena = ContiguousArena(capacity)
+    live: list[int] = []
+    for i, (alloc, size) in enumerate(ops):
+        if (alloc or not live) and size <= capacity:
+            try:
+                arena.allocate(i, size)
+                live.append(i)
+            except NoContiguousSpaceError:
+                pass
+        elif live:
+            arena.release(live.pop(size % len(live)))
+        assert arena.reserved == sum(e.size for e in arena.extents) == capacity - arena.free
+        assert arena.free == sum(size for _, size in arena.holes())
 
 
 def test_make_arena_names_the_allocator() -> None:

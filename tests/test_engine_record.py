@@ -107,6 +107,15 @@ def test_last_step_block_tables_do_not_change_after_the_step(tiny) -> None:
     assert len(engine.block_manager.tables[0].block_ids) > len(tables[0])   # the live table did grow
 
 
+def test_a_scheduled_sequences_share_cannot_be_changed() -> None:
+    scheduler = Scheduler(BlockManager(8, 4))
+    scheduler.add(Request("a", [1, 2, 3, 4, 5]))
+    (share,) = scheduler.schedule().scheduled
+    with pytest.raises(AttributeError):
+        share.num_new_tokens = 0
+    assert (share.num_new_tokens, share.seq_len, share.new_block_ids) == (5, 5, (0, 1))
+
+
 # --- bug 1: a reader's attention function survives a fork's copy-on-write -------------------------
 def test_a_callable_backend_runs_parallel_sampling_with_copy_on_write(tiny) -> None:
     calls = []
