@@ -45,3 +45,24 @@ def test_a_run_records_each_steps_kind_and_the_context_it_read(tiny) -> None:
     kinds, kv = run["timeline"]["step_kind"], run["timeline"]["step_kv_tokens"]
     assert kinds[0] == "prefill" and kinds[-1] in ("decode", "prefill", "mixed") and len(kinds) == run["steps"]
     assert kv[0] == sum(len(p) for p in setup.prompts) or kv[0] > 0
+
+
+def test_repeats_alternate_the_engine_and_static_generate_and_report_the_median_pair(capsys) -> None:
+    import json
+
+    from pagedkv_edu.bench.serve import print_table
+    from pagedkv_edu.cli import main
+
+    args = ["serve-bench", "--model", "tiny-random", "--num-requests", "3", "--length-scale", "0.03125",
+            "--output-scale", "0.02", "--block-size", "4", "--policy", "paged", "--peers"]
+    assert main([*args, "--repeats", "3", "--json"]) == 0
+    vs = json.loads(capsys.readouterr().out)["vs_transformers_static"]
+    ratios = sorted(pair["ratio"] for pair in vs["pairs"])
+    assert len(vs["pairs"]) == 3 and vs["same_tokens"] and abs(vs["throughput_ratio"] - ratios[1]) <= 0.01
+    assert all(pair["engine_s"] > 0 and pair["static_s"] > 0 for pair in vs["pairs"])
+    print_table({"model": "m", "device": "d", "num_requests": 3, "length_scale": 1, "output_scale": 1,
+                 "kv_budget_tokens": 1, "block_size": 4, "max_seq_len": 8, "runs": {}, "torch_threads": 2,
+                 "vs_transformers_static": vs})
+    assert f"median of 3 alternating pairs: {', '.join(str(p['ratio']) + 'x' for p in vs['pairs'])}" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--repeats 2 pairs the paged engine"):
+        main([*args[:-1], "--repeats", "2"])

@@ -278,6 +278,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--breakdown", action="store_true",
                    help="profile one more paged run: seconds per step kind in linear layers, attention, K/V gathers, "
                         "other; and each decode step against its memory-bandwidth floor")
+    p.add_argument("--repeats", type=whole_number(1, 100), default=1,
+                   help="with --peers: run the paged engine and transformers' static generate this many times, "
+                        "alternating, and report the median of the paired ratios (a shared machine drifts between runs)")
     p.add_argument("--arrival-rate", type=float, default=None, metavar="PER_S",
                    help="with --peers: Poisson arrivals at this rate, replayed on the wall clock, instead of all at once")
     add_json_flag(p)
@@ -289,6 +292,9 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
     if args.arrival_rate is not None and (not args.peers or args.policy != "paged" or not args.arrival_rate > 0):
         raise SystemExit(f"--arrival-rate {args.arrival_rate} compares the paged engine with transformers on arrivals: "
                          "give a positive rate with --peers --policy paged")
+    if args.repeats > 1 and (not args.peers or args.policy != "paged" or args.arrival_rate is not None):
+        raise SystemExit(f"--repeats {args.repeats} pairs the paged engine with transformers' static generate: "
+                         "give it with --peers --policy paged (not with --arrival-rate)")
     meta = metadata("serve")    # the date the run started, as every record's
     torch.manual_seed(args.seed)
     model = load_model(args.model)
@@ -328,10 +334,16 @@ def run_serve_bench(args: argparse.Namespace) -> dict[str, Any]:
         if batch is not None:
             peers.append(batch)
         record["peers"] = peers
-        if "paged" in runs:   # issue 13's target: 2x transformers' static batching, at identical greedy tokens
+        if "paged" in runs:   # the engine against transformers' static batching, at identical greedy tokens
+            pairs = [(runs["paged"], static)]
+            for _ in range(args.repeats - 1):   # alternate, so a drifting machine slows both sides of a pair alike
+                pairs.append((run_engine(model, setup, "paged", backend=args.backend), run_hf_static(model, setup)))
+            ratios = [e["throughput_tokens_per_s"] / s["throughput_tokens_per_s"] for e, s in pairs]
             record["vs_transformers_static"] = {
-                "throughput_ratio": round(runs["paged"]["throughput_tokens_per_s"] / static["throughput_tokens_per_s"], 2),
-                "same_tokens": runs["paged"]["token_ids"] == static["token_ids"],
+                "throughput_ratio": round(statistics.median(ratios), 2),
+                "same_tokens": all(e["token_ids"] == s["token_ids"] for e, s in pairs),
+                "pairs": [{"engine_s": e["wall_seconds"], "static_s": s["wall_seconds"], "ratio": round(r, 2)}
+                          for (e, s), r in zip(pairs, ratios)],
             }
         del static["token_ids"]
     for run in runs.values():   # compared above; tens of thousands of ids would be most of the record
@@ -391,5 +403,7 @@ def print_table(record: dict[str, Any]) -> None:
         print(f"{peer['policy']:40s}: " + (peer.get("error") or f"{peer['throughput_tokens_per_s']} tok/s"))
     if "vs_transformers_static" in record:
         vs = record["vs_transformers_static"]
-        print(f"paged engine / transformers static batching: {vs['throughput_ratio']}x throughput "
+        pairs = [f"{pair['ratio']}x" for pair in vs.get("pairs", [])]
+        median = f"(median of {len(pairs)} alternating pairs: {', '.join(pairs)}) " if len(pairs) > 1 else ""
+        print(f"paged engine / transformers static batching: {vs['throughput_ratio']}x throughput {median}"
               f"({record['torch_threads']} threads), same greedy tokens: {vs['same_tokens']}")
