@@ -275,9 +275,8 @@ class ContiguousMemory:
         return self.lengths[seq_id] + n <= self.arena.extent(seq_id).size
 
     def grow(self, seq_id: Hashable, n: int = 1) -> list[int]:
-        size = self.arena.extent(seq_id).size
-        if self.lengths[seq_id] + n > size:
-            raise ValueError(f"sequence {seq_id!r} has filled its reservation of {size} slots")
+        if not self.can_grow(seq_id, n):
+            raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
         self.lengths[seq_id] += n
         return []
 

@@ -41,7 +41,8 @@ class BlockTableRows:
         if self.order[:len(seq_ids)] == seq_ids:
             return
         index = {seq_id: row for row, seq_id in enumerate(self.order)}
-        order = seq_ids + [seq_id for seq_id in self.order if seq_id not in set(seq_ids)]
+        scheduled = set(seq_ids)
+        order = seq_ids + [seq_id for seq_id in self.order if seq_id not in scheduled]
         size = self.table.shape[0]
         while size < len(order):   # more live sequences than rows: double the table
             size *= 2
