@@ -13,10 +13,10 @@ import os
 import sys
 from typing import Any, Sequence
 
-from .block_pool import MAX_NUM_BLOCKS
+from .core.block_pool import MAX_NUM_BLOCKS
 from .cli_args import OneLineParser, add_json_flag, whole_number
-from .contiguous import ALLOCATORS, RESERVE_POLICIES
-from .simulate import POLICIES, simulate
+from .sim.contiguous import ALLOCATORS, RESERVE_POLICIES
+from .sim.simulate import POLICIES, simulate
 from .specs import DTYPE_BYTES, format_bytes, get_spec, load_config
 from .workload import MAX_SEQ_LEN, copilot50
 
@@ -24,14 +24,14 @@ __all__ = ["add_json_flag", "build_parser", "main"]
 
 MAX_KV_BUDGET_TOKENS = 2**25
 """The largest budget ``simulate`` accepts: 33 M token slots, 16,384 requests at the longest (a
-paged pool of that size is two million blocks at block size 16, :data:`~pagedkv_edu.block_pool.MAX_NUM_BLOCKS`)."""
+paged pool of that size is two million blocks at block size 16, :data:`~pagedkv_edu.core.block_pool.MAX_NUM_BLOCKS`)."""
 
 # Modules (beside this one, on top of the package's layers) that add their own subcommands.
 COMMAND_MODULES: tuple[str, ...] = (
     "pagedkv_edu.bench.generate_cli",
     "pagedkv_edu.bench",
     "pagedkv_edu.bench.serve",
-    "pagedkv_edu.routing_cli",
+    "pagedkv_edu.bench.routing_cli",
 )
 
 

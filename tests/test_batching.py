@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.engine.batching import serve
-from pagedkv_edu.engine.decode_cost import (H200, StepCost, batch_where_batching_stops_paying, decode_step_bytes,
+from pagedkv_edu.sim.batching import serve
+from pagedkv_edu.sim.decode_cost import (H200, StepCost, batch_where_batching_stops_paying, decode_step_bytes,
                                      decode_step_seconds, kv_equals_weights, kv_share)
 from pagedkv_edu.specs import get_spec
 from pagedkv_edu.workload import Request, copilot50

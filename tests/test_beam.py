@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_edu.block_table import blocks_needed
+from pagedkv_edu.core.block_table import blocks_needed
 from pagedkv_edu.engine import LLMEngine, SamplingParams
 from pagedkv_edu.engine.beam import BeamSearch, BeamSearchParams, beam_search, max_blocks
 from pagedkv_edu.model.llama import Llama
@@ -174,7 +174,7 @@ def test_bad_input_is_refused_before_anything_changes(peaked) -> None:
 def test_search_memory_never_exceeds_its_bound_and_never_leaks(prompt_len: int, k: int, steps: int, block_size: int,
                                                                 rng: random.Random) -> None:
     """Random log-probs drive the search on a real block manager (the sharing module's replay)."""
-    from pagedkv_edu.sharing import beam_blocks
+    from pagedkv_edu.sim.sharing import beam_blocks
 
     search = BeamSearch(BeamSearchParams(k, steps, ignore_eos=True))
     genealogy = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import BlockPool, OutOfBlocksError
 
 
 def manager_state(m: BlockManager) -> tuple:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
+from pagedkv_edu.core.block_pool import BlockPool, OutOfBlocksError
 
 
 def pool_state(pool: BlockPool) -> tuple:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.block_size import sweep
+from pagedkv_edu.sim.block_size import sweep
 from pagedkv_edu.workload import Request
 
 REQS = [Request(i, 40 + 7 * i, 30 + 5 * i) for i in range(6)]

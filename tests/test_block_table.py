@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
-from pagedkv_edu.block_table import BlockTable, blocks_needed
+from pagedkv_edu.core.block_pool import BlockPool, OutOfBlocksError
+from pagedkv_edu.core.block_table import BlockTable, blocks_needed
 
 SEED_004_FREE_ORDER = [7, 1, 3, 0, 2, 4, 5, 6]
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import MAX_NUM_BLOCKS, BlockPool, OutOfBlocksError
-from pagedkv_edu.block_table import BlockTable, blocks_needed
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import MAX_NUM_BLOCKS, BlockPool, OutOfBlocksError
+from pagedkv_edu.core.block_table import BlockTable, blocks_needed
 from pagedkv_edu.checks import check_token_ids, check_whole
-from pagedkv_edu.prefix_cache import PrefixCache
+from pagedkv_edu.core.prefix_cache import PrefixCache
 
 REFUSED = (ValueError, KeyError, IndexError, OutOfBlocksError)
 BAD_TOKENS = ["x", None, 2**70, -1, 1.0, True, [1], 2**63]

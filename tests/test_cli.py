@@ -15,7 +15,7 @@ import pytest
 from transformers import LlamaConfig
 
 from pagedkv_edu.cli import main
-from pagedkv_edu.simulate import simulate
+from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.specs import get_spec
 from pagedkv_edu.workload import copilot50
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_edu.contiguous import (ALLOCATORS, RESERVE_POLICIES, BuddyArena, ContiguousArena, Extent,
+from pagedkv_edu.sim.contiguous import (ALLOCATORS, RESERVE_POLICIES, BuddyArena, ContiguousArena, Extent,
                                     NoContiguousSpaceError, make_arena, next_power_of_two, reservation_size)
 from pagedkv_edu.paper_workloads import ALPACA, SHAREGPT, paper_shaped
-from pagedkv_edu.simulate import simulate
+from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.workload import Request
 from pagedkv_edu.workload import MAX_SEQ_LEN
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pagedkv_edu.engine import LLMEngine, SamplingParams
-from pagedkv_edu.generate import generate
+from pagedkv_edu.engine.generate import generate
 from pagedkv_edu.model.loading import load_model
 
 
@@ -222,7 +222,7 @@ def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tin
 
 def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, monkeypatch) -> None:
     """Every layer of a step reuses the step's gather indices: they are built once, at its first layer."""
-    from pagedkv_edu.kv_cache import PagedKVCache
+    from pagedkv_edu.attention.kv_cache import PagedKVCache
 
     built = []
     original = PagedKVCache._gather_plan
@@ -253,7 +253,7 @@ def test_the_runner_keeps_its_block_table_rows_in_batch_order_and_writes_only_wh
     from types import SimpleNamespace
 
     from pagedkv_edu.engine.model_runner import BlockTableRows
-    from pagedkv_edu.scheduler import ScheduledSeq
+    from pagedkv_edu.core.scheduler import ScheduledSeq
 
     def brings(seq_id, ids, at):
         return ScheduledSeq(SimpleNamespace(seq_id=seq_id), 1, 0, False, True, tuple(ids), at)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.engine.batching import serve
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.sim.batching import serve
 from pagedkv_edu.engine.engine import LLMEngine
 from pagedkv_edu.engine.model_runner import ModelRunner
 from pagedkv_edu.engine.runner import Runner, StandInRunner
 from pagedkv_edu.engine.sampling import SamplingParams
-from pagedkv_edu.generate import generate
-from pagedkv_edu.kv_cache import PagedKVCache
+from pagedkv_edu.engine.generate import generate
+from pagedkv_edu.attention.kv_cache import PagedKVCache
 from pagedkv_edu.model.loading import load_model
-from pagedkv_edu.simulate import simulate
+from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.viz.explorer_state import ExplorerState
 from pagedkv_edu.workload import Request, copilot50
 

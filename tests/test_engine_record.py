@@ -7,14 +7,14 @@ import random
 import pytest
 
 from pagedkv_edu.attention import paged_attention
-from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.engine import LLMEngine, SamplingParams
-from pagedkv_edu.engine.request import Request, Status
-from pagedkv_edu.generate import generate
+from pagedkv_edu.core.request import Request, Status
+from pagedkv_edu.engine.generate import generate
 from pagedkv_edu.model.loading import load_model
-from pagedkv_edu.prefix_cache import hash_block
-from pagedkv_edu.scheduler import Scheduler
-from pagedkv_edu.simulate import simulate
+from pagedkv_edu.core.prefix_cache import hash_block
+from pagedkv_edu.core.scheduler import Scheduler
+from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.workload import Request as Workload
 
 

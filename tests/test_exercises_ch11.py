@@ -10,8 +10,8 @@ import pytest
 from pagedkv_edu.exercises import ch11
 from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch11 as sol
-from pagedkv_edu.routing import HybridThresholds, hybrid_choice, hybrid_policy, route
-from pagedkv_edu.routing_workloads import tenants
+from pagedkv_edu.sim.routing import HybridThresholds, hybrid_choice, hybrid_policy, route
+from pagedkv_edu.sim.routing_workloads import tenants
 
 
 def _least(loads: list[int]) -> int:

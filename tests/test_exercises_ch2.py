@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from pagedkv_edu.block_pool import BlockPool
-from pagedkv_edu.block_table import BlockTable
+from pagedkv_edu.core.block_pool import BlockPool
+from pagedkv_edu.core.block_table import BlockTable
 from pagedkv_edu.exercises.ch2 import (
     APPEND_CASES,
     HIDDEN_APPEND_CASES,

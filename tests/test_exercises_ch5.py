@@ -8,7 +8,7 @@ import torch
 
 from pagedkv_edu.exercises.ch5 import HIDDEN_STEP_CASES, STEP_CASES, check_step_layout
 from pagedkv_edu.exercises.solutions.ch5 import step_layout
-from pagedkv_edu.kv_cache import StepMetadata
+from pagedkv_edu.attention.kv_cache import StepMetadata
 
 B = 16   # the notebook-wide block size a solution may use by mistake
 

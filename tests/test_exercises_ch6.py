@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.exercises import ch6
 from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch6 as sol6

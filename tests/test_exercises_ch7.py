@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_table import BlockTable
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_table import BlockTable
 from pagedkv_edu.exercises.ch7 import COW_CASES, HIDDEN_COW_CASES, _ref_counts, check_append_with_cow, try_append_with_cow
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import BlockPool
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import BlockPool
 from pagedkv_edu.exercises import ch8
 from pagedkv_edu.exercises.solutions import ch8 as sol
 

@@ -6,13 +6,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import BlockPool
-from pagedkv_edu.block_table import BlockTable
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import BlockPool
+from pagedkv_edu.core.block_table import BlockTable
 from pagedkv_edu.viz.explorer_state import ExplorerState
 from pagedkv_edu.viz.render import (FREE_COLOUR, OTHER_COLOUR, Picture, manager_svg, pool_svg, render_svg,
                                     request_colour)
-from pagedkv_edu.engine.snapshot import snapshot
+from pagedkv_edu.viz.snapshot import snapshot
 
 SVG = "{http://www.w3.org/2000/svg}"
 BLOCK_TABLE_ARTICLE_FREE_ORDER = [7, 1, 3, 0, 2, 4, 5, 6]

@@ -7,10 +7,10 @@ import torch
 
 from pagedkv_edu import runtime
 from pagedkv_edu.attention.triton_copy import copy_blocks
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import OutOfBlocksError
-from pagedkv_edu.kv_cache import PagedKVCache
-from pagedkv_edu.sharing import parallel_sampling_blocks
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import OutOfBlocksError
+from pagedkv_edu.attention.kv_cache import PagedKVCache
+from pagedkv_edu.sim.sharing import parallel_sampling_blocks
 
 DEVICE = runtime.device()
 

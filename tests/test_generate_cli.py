@@ -9,7 +9,7 @@ import pytest
 
 from pagedkv_edu.bench import generate_cli as generate_module
 from pagedkv_edu.bench import decode as bench_decode
-from pagedkv_edu.generate import blocks_for
+from pagedkv_edu.engine.generate import blocks_for
 from pagedkv_edu.model import load_model
 
 

@@ -7,8 +7,8 @@ import torch
 
 from pagedkv_edu import runtime
 from pagedkv_edu.attention import paged_decode_attention_float64, sdpa_decode_attention
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.kv_cache import PagedKVCache, block_bytes
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.attention.kv_cache import PagedKVCache, block_bytes
 from pagedkv_edu.specs import get_spec
 
 DEVICE = runtime.device()
@@ -143,7 +143,7 @@ def test_attend_on_the_torch_path_equals_the_float64_reference(dtype: torch.dtyp
     position the mask should hide would move the output.
     """
     from pagedkv_edu.attention import paged_attention_float64
-    from pagedkv_edu.kv_cache import StepMetadata
+    from pagedkv_edu.attention.kv_cache import StepMetadata
 
     gen = torch.Generator().manual_seed(seed)
     block_size = [3, 5, 16, 4][seed]

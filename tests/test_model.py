@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from pagedkv_edu import runtime
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import OutOfBlocksError
-from pagedkv_edu.contiguous import ContiguousArena, ContiguousMemory
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import OutOfBlocksError
+from pagedkv_edu.sim.contiguous import ContiguousArena, ContiguousMemory
 from pagedkv_edu.engine.model_runner import plan_step
-from pagedkv_edu.generate import blocks_for, generate
+from pagedkv_edu.engine.generate import blocks_for, generate
 from pagedkv_edu.model import LlamaConfig, PagedKVCache, load_model
 from pagedkv_edu.model import loading
 from pagedkv_edu.attention.reference import prefix_causal_sdpa

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedkv_edu.generate import generate
+from pagedkv_edu.engine.generate import generate
 from pagedkv_edu.model import load_model
 
 PROMPTS = (

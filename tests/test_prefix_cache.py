@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import BlockPool, OutOfBlocksError
-from pagedkv_edu.prefix_cache import ROOT_HASH, PrefixCache, hash_block
-from pagedkv_edu.sharing import few_shot_max_seq_len, few_shot_variant
-from pagedkv_edu.simulate import simulate
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import BlockPool, OutOfBlocksError
+from pagedkv_edu.core.prefix_cache import ROOT_HASH, PrefixCache, hash_block
+from pagedkv_edu.sim.sharing import few_shot_max_seq_len, few_shot_variant
+from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.workload import copilot50
 
 B = 4

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pagedkv_edu import production_map as pm
+from pagedkv_edu.sim import production_map as pm
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -76,9 +76,9 @@ def test_bad_rows_are_rejected() -> None:
 
 def test_resolve_reports_bad_symbols() -> None:
     with pytest.raises(ValueError, match="module:attribute"):
-        pm.resolve("pagedkv_edu.block_pool")
+        pm.resolve("pagedkv_edu.core.block_pool")
     with pytest.raises(AttributeError):
-        pm.resolve("pagedkv_edu.block_pool:NoSuchPool")
+        pm.resolve("pagedkv_edu.core.block_pool:NoSuchPool")
     with pytest.raises(KeyError, match="no concept"):
         pm.rows_for("paging")
 

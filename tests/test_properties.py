@@ -14,12 +14,12 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import OutOfBlocksError
-from pagedkv_edu.block_table import blocks_needed
-from pagedkv_edu.contiguous import RESERVE_POLICIES, ContiguousArena, Extent, NoContiguousSpaceError, \
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import OutOfBlocksError
+from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.sim.contiguous import RESERVE_POLICIES, ContiguousArena, Extent, NoContiguousSpaceError, \
     reservation_size
-from pagedkv_edu.simulate import simulate
+from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.workload import Request
 
 MACHINE_SETTINGS = settings(max_examples=60, stateful_step_count=30, deadline=None,

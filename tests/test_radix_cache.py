@@ -7,7 +7,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pagedkv_edu.radix_cache import RadixCache
+from pagedkv_edu.sim.radix_cache import RadixCache
 
 TOKENS = st.lists(st.integers(0, 2), max_size=10)   # a tiny vocabulary: prompts share and diverge often
 
@@ -142,7 +142,7 @@ def test_the_picture_is_a_pure_deterministic_function_of_the_tree() -> None:
 
 
 def test_the_radix_tree_finds_at_least_what_the_hash_chain_finds_and_the_same_at_block_size_1() -> None:
-    from pagedkv_edu.radix_compare import compare_by_block_size, hit_rate_by_free_order, second_turns
+    from pagedkv_edu.sim.radix_compare import compare_by_block_size, hit_rate_by_free_order, second_turns
     from pagedkv_edu.workload import copilot50, prompt_token_ids
 
     prompts = [prompt_token_ids(r, 500) for r in copilot50(seed=1, num_requests=12, length_scale=1 / 8)]
@@ -158,8 +158,8 @@ def test_the_radix_tree_finds_at_least_what_the_hash_chain_finds_and_the_same_at
 
 
 def test_set_free_order_needs_a_prefix_cache_and_a_known_order() -> None:
-    from pagedkv_edu.block_manager import BlockManager
-    from pagedkv_edu.radix_compare import set_free_order
+    from pagedkv_edu.core.block_manager import BlockManager
+    from pagedkv_edu.sim.radix_compare import set_free_order
 
     with pytest.raises(ValueError, match="only with prefix caching on"):
         set_free_order(BlockManager(4, 4), "append")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pagedkv_edu import specs
-from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.engine.engine import EngineStats
-from pagedkv_edu.scheduler import MemoryUsage, TokenCounts
+from pagedkv_edu.core.scheduler import MemoryUsage, TokenCounts
 
 
 def test_the_two_ratios_and_their_empty_cases() -> None:

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pagedkv_edu.engine import LLMEngine, SamplingParams
-from pagedkv_edu.engine.trace import EngineTrace
+from pagedkv_edu.viz.trace import EngineTrace
 from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.viz.replay import Filmstrip, ReplayState, filmstrip_svg, frame_svg, key_frames
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.routing import (POLICIES, CostModel, HybridThresholds, Replica, hybrid_choice, make_policy, route,
+from pagedkv_edu.sim.routing import (POLICIES, CostModel, HybridThresholds, Replica, hybrid_choice, make_policy, route,
                                  sweep)
-from pagedkv_edu.routing_workloads import WORKLOADS, TimedRequest, chats, consultants, tenants
+from pagedkv_edu.sim.routing_workloads import WORKLOADS, TimedRequest, chats, consultants, tenants
 
 A = tuple(range(1000, 1016))      # four blocks of 4: two "system prompts"
 B = tuple(range(2000, 2016))

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pagedkv_edu.cli import main
-from pagedkv_edu.routing import POLICIES
+from pagedkv_edu.sim.routing import POLICIES
 
 KEYS = {"policy", "replicas", "requests", "hit_rate", "prefill_tokens", "ttft_p50_ms", "ttft_p99_ms", "load_imbalance",
         "requests_per_replica"}

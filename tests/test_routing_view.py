@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from pagedkv_edu.routing import route
-from pagedkv_edu.routing_workloads import consultants, tenants
+from pagedkv_edu.sim.routing import route
+from pagedkv_edu.sim.routing_workloads import consultants, tenants
 from pagedkv_edu.viz.routing_view import RoutingPicture, RoutingState, frame_of, routing_svg
 
 REQUESTS = tenants(40, 60.0, 0, num_tenants=6)

@@ -177,8 +177,8 @@ def test_setup_shows_pools_and_managers_as_pictures_in_ipython(monkeypatch) -> N
     import IPython
 
     import pagedkv_edu
-    from pagedkv_edu.block_manager import BlockManager
-    from pagedkv_edu.block_pool import BlockPool
+    from pagedkv_edu.core.block_manager import BlockManager
+    from pagedkv_edu.core.block_pool import BlockPool
 
     registered = []
     formatter = types.SimpleNamespace(for_type=lambda kind, fn: registered.append(kind))

@@ -26,10 +26,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pagedkv_edu.block_manager import BlockManager
+from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.engine.model_runner import BlockTableRows
-from pagedkv_edu.scheduler import Scheduler, Status, seats_of
-from pagedkv_edu.swap import SwapSpace
+from pagedkv_edu.core.scheduler import Scheduler, Status, seats_of
+from pagedkv_edu.core.swap import SwapSpace
 
 STEPS = Counter()   # schedule() calls across the whole run: the test below checks there were enough
 

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu import runtime
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import OutOfBlocksError
-from pagedkv_edu.kv_cache import PagedKVCache
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import OutOfBlocksError
+from pagedkv_edu.attention.kv_cache import PagedKVCache
 
 DEVICE = runtime.device()
 PREFIXES = ([], [1, 2, 1, 2, 1, 2, 1], [1, 2, 3, 3, 2])   # shared beginnings, so the cache gets hits
@@ -213,7 +213,7 @@ def expected_blocks(prompt_len: int, genealogy: list[list[int]], block_size: int
 @given(st.integers(1, 30), genealogies(), st.integers(1, 7))
 def test_beam_blocks_holds_exactly_the_blocks_the_genealogy_shares(prompt_len: int, genealogy: list[list[int]],
                                                                     block_size: int) -> None:
-    from pagedkv_edu.sharing import beam_blocks
+    from pagedkv_edu.sim.sharing import beam_blocks
 
     memory = beam_blocks(prompt_len, genealogy, block_size)
     assert memory.shared == expected_blocks(prompt_len, genealogy, block_size)
@@ -223,7 +223,7 @@ def test_beam_blocks_holds_exactly_the_blocks_the_genealogy_shares(prompt_len: i
 def test_beam_blocks_refuses_a_genealogy_that_does_not_start_with_the_fork() -> None:
     import pytest
 
-    from pagedkv_edu.sharing import beam_blocks
+    from pagedkv_edu.sim.sharing import beam_blocks
 
     for bad in ([], [[0, 1]], [[0, 0], [0, 2]]):
         with pytest.raises(ValueError):
@@ -232,7 +232,7 @@ def test_beam_blocks_refuses_a_genealogy_that_does_not_start_with_the_fork() -> 
 
 def test_workload_beam_saving_replays_the_committed_record() -> None:
     from pagedkv_edu.paper_workloads import paper_shaped
-    from pagedkv_edu.sharing import BEAM_RECORD, load_beam_genealogies, workload_beam_saving
+    from pagedkv_edu.sim.sharing import BEAM_RECORD, load_beam_genealogies, workload_beam_saving
 
     requests = paper_shaped("Alpaca", 20, seed=1)
     savings = [workload_beam_saving(requests, load_beam_genealogies(k), 16) for k in (2, 4, 6)]

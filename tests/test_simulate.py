@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pagedkv_edu.block_table import blocks_needed
-from pagedkv_edu.contiguous import RESERVE_POLICIES
-from pagedkv_edu.simulate import WASTE_KINDS, SimResult, simulate
+from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.sim.contiguous import RESERVE_POLICIES
+from pagedkv_edu.sim.simulate import WASTE_KINDS, SimResult, simulate
 from pagedkv_edu.workload import MAX_SEQ_LEN, Request, copilot50
 
 BUDGET = 10 * MAX_SEQ_LEN  # the CLI's default: ten contiguous max_seq_len reservations

@@ -7,14 +7,16 @@ import random
 import pytest
 import torch
 
-from pagedkv_edu.block_manager import BlockManager
-from pagedkv_edu.block_pool import OutOfBlocksError
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import OutOfBlocksError
 from pagedkv_edu.engine import LLMEngine, SamplingParams
-from pagedkv_edu.engine.request import Request, Status
-from pagedkv_edu.generate import generate
+from pagedkv_edu.core.request import Request, Status
+from pagedkv_edu.engine.generate import generate
 from pagedkv_edu.model.loading import load_model
-from pagedkv_edu.scheduler import Scheduler
-from pagedkv_edu.swap import OPT_13B, Hardware, SwapSpace, copy_blocks_between, preemption_cost, preemption_costs
+from pagedkv_edu.core.scheduler import Scheduler
+from pagedkv_edu.attention.kv_cache import copy_blocks_between
+from pagedkv_edu.core.swap import SwapSpace
+from pagedkv_edu.sim.preemption_cost import OPT_13B, Hardware, preemption_cost, preemption_costs
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +156,7 @@ def test_the_cost_model_has_the_shape_of_fig_19() -> None:
 
 
 def test_the_simulator_swaps_without_recomputing_and_fig_19_holds_on_a_workload() -> None:
-    from pagedkv_edu.simulate import preemption_overhead, simulate
+    from pagedkv_edu.sim.simulate import preemption_overhead, simulate
     from pagedkv_edu.workload import copilot50
 
     reqs = copilot50(0, 24)

@@ -308,9 +308,9 @@ def tiny_llama(seed: int = 0):
 
 
 def test_store_runs_every_step_through_one_call_and_records_the_kernels(monkeypatch) -> None:
-    from pagedkv_edu.generate import generate
-    from pagedkv_edu import kv_cache
-    from pagedkv_edu.kv_cache import PagedKVCache
+    from pagedkv_edu.engine.generate import generate
+    from pagedkv_edu.attention import kv_cache
+    from pagedkv_edu.attention.kv_cache import PagedKVCache
 
     tiny = tiny_llama()
     calls = []
@@ -344,7 +344,7 @@ def test_store_runs_every_step_through_one_call_and_records_the_kernels(monkeypa
 
 
 def test_step_metadata_carries_query_start_loc() -> None:
-    from pagedkv_edu.kv_cache import StepMetadata
+    from pagedkv_edu.attention.kv_cache import StepMetadata
 
     meta = StepMetadata.build(["a", "b", "c"], [7, 3, 10], [7, 1, 4], torch.device("cpu"))
     assert meta.query_start_loc.dtype == torch.int32

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.sharing import few_shot_variant
+from pagedkv_edu.sim.sharing import few_shot_variant
 from pagedkv_edu.workload import (MAX_SEQ_LEN, NUM_CONSULTANTS, OUTPUT_TOKENS, QUERY_TOKENS, RETRIEVED_TOKENS,
                                   SYSTEM_PROMPT, SYSTEM_PROMPT_TOKENS, Request, consultant_prompts, copilot50,
                                   prompt_token_ids)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from ..attention import paged_decode_attention
-from ..block_size import BLOCK_SIZES
+from ..sim.block_size import BLOCK_SIZES
 from ..model.paged_batch import random_paged_batch
 
 

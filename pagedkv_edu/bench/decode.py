@@ -95,7 +95,7 @@ def _peak_above(device: torch.device, base: int) -> int | None:
 
 def run_ours(loaded: Any, prompts: list[list[int]], max_new_tokens: int, backend: str,
              device: torch.device) -> dict[str, Any]:
-    from ..generate import generate
+    from ..engine.generate import generate
 
     generate(loaded.model, prompts[:1], 2, backend=backend)    # warm-up (kernel compilation on CUDA)
     base = _peak_start(device)

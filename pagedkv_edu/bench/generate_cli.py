@@ -1,4 +1,4 @@
-"""``python -m pagedkv_edu generate``: text through the paged KV cache, the command-line face of :func:`~pagedkv_edu.generate.generate` (chapter 5)."""
+"""``python -m pagedkv_edu generate``: text through the paged KV cache, the command-line face of :func:`~pagedkv_edu.engine.generate.generate` (chapter 5)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..attention import BACKENDS
-from ..generate import generate
+from ..engine.generate import generate
 from ..specs import TORCH_DTYPES, torch_dtype
 
 DEFAULT_PROMPT = "What is a KV cache in a language model? Answer in two sentences."

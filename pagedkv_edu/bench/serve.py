@@ -21,7 +21,7 @@ from ..attention import BACKENDS
 from ..engine import POLICIES, LLMEngine, RequestOutput, SamplingParams
 from ..engine.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
-from ..sharing import few_shot_max_seq_len, few_shot_variant
+from ..sim.sharing import few_shot_max_seq_len, few_shot_variant
 from ..workload import Request, copilot50, prompt_token_ids
 from . import add_out_flag, arrivals, emit, metadata
 

@@ -8,7 +8,7 @@
 """
 
 from .engine import POLICIES, PREEMPTION_MODES, CompletionOutput, EngineStats, LLMEngine, RequestOutput
-from .request import Request, Status
+from ..core.request import Request, Status
 from .sampling import SamplingParams
 
 __all__ = ["LLMEngine", "RequestOutput", "CompletionOutput", "EngineStats", "SamplingParams", "POLICIES",

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from ..block_manager import BlockManager
-from ..block_table import blocks_needed
+from ..core.block_manager import BlockManager
+from ..core.block_table import blocks_needed
 from ..checks import check_token_ids, check_whole
 from .sampling import SamplingParams
 
 if TYPE_CHECKING:   # the engine is only passed in; importing it here would be circular
     from .engine import LLMEngine
-    from .request import Request
+    from ..core.request import Request
 
 
 @dataclass(frozen=True)

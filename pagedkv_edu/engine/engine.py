@@ -1,6 +1,6 @@
 """A serving engine: continuous batching over the paged KV cache (chapter 6; sharing in chapters 7-8).
 
-Each ``step`` is one turn of the serving loop: the scheduler decides (:mod:`pagedkv_edu.scheduler`),
+Each ``step`` is one turn of the serving loop: the scheduler decides (:mod:`pagedkv_edu.core.scheduler`),
 the model runner runs one forward pass over the mixed batch (:mod:`.model_runner`), the engine
 samples and returns what finished. ``policy="contiguous"`` is the system before PagedAttention:
 the same block manager with one block of ``max_seq_len`` slots per request (one reservation),
@@ -18,18 +18,19 @@ from dataclasses import dataclass
 
 import torch
 
-from ..block_manager import BlockManager
+from ..core.block_manager import BlockManager
 from ..specs import hit_rate, utilisation
 from ..checks import check_whole
-from ..kv_cache import PagedKVCache
+from ..attention.kv_cache import PagedKVCache
 from ..model.llama import Llama
-from ..scheduler import POLICIES, PREEMPTION_MODES, KVMemory, ScheduledStep, Scheduler, Status
-from ..swap import HostKVCache, SwapSpace
+from ..core.scheduler import POLICIES, PREEMPTION_MODES, KVMemory, ScheduledStep, Scheduler, Status
+from ..core.swap import SwapSpace
+from ..attention.kv_cache import HostKVCache
 from .model_runner import ModelRunner, step_kind
-from .request import Request
+from ..core.request import Request
 from .runner import Runner, RunnerOutput
 from .sampling import SamplingParams, make_generator, sample_rows
-from .trace import EngineTrace
+from ..viz.trace import EngineTrace
 
 
 DEFAULT_MAX_SEQ_LEN = 2048
@@ -142,8 +143,8 @@ class LLMEngine:
     share of blocks kept free at admission. ``max_num_seqs`` caps the running sequences, every
     sample of an ``n > 1`` request counted from its admission on; ``max_num_batched_tokens``
     caps the tokens one step computes (longer prompts are prefilled in chunks; None: no cap).
-    ``trace`` (an :class:`~pagedkv_edu.engine.trace.EngineTrace`) records every step;
-    ``last_step`` is the :class:`~pagedkv_edu.scheduler.ScheduledStep` just run.
+    ``trace`` (an :class:`~pagedkv_edu.viz.trace.EngineTrace`) records every step;
+    ``last_step`` is the :class:`~pagedkv_edu.core.scheduler.ScheduledStep` just run.
     ``preemption_mode`` is ``"recompute"`` (free the victim's blocks) or ``"swap"`` (copy them to
     ``swap_space_tokens`` slots of host memory, by default as many as the KV budget; paged only).
     ``keep_logprobs`` keeps, on each sequence's record, the log-probabilities it last sampled from.

@@ -3,9 +3,9 @@
 It applies the step's block copies (swap out, copy-on-write, swap in: each reads before the
 next writes), brings its persistent host block table up to date from the block ids each
 scheduled sequence gained (:class:`BlockTableRows`, rows in batch order, vLLM's ``append_row``), builds the step's
-:class:`~pagedkv_edu.kv_cache.StepMetadata` once for every layer, and runs the model once over
+:class:`~pagedkv_edu.attention.kv_cache.StepMetadata` once for every layer, and runs the model once over
 the mixed batch. It allocates and decides nothing. :func:`plan_step` is the same in the small,
-for a reader who drives a :class:`~pagedkv_edu.block_manager.BlockManager` by hand (chapter 5).
+for a reader who drives a :class:`~pagedkv_edu.core.block_manager.BlockManager` by hand (chapter 5).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from ..block_manager import BlockManager
-from ..block_pool import OutOfBlocksError
-from ..block_table import blocks_needed
-from ..kv_cache import PagedKVCache, StepMetadata
+from ..core.block_manager import BlockManager
+from ..core.block_pool import OutOfBlocksError
+from ..core.block_table import blocks_needed
+from ..attention.kv_cache import PagedKVCache, StepMetadata
 from ..model.llama import Llama
-from ..scheduler import ScheduledSeq, ScheduledStep
-from ..swap import HostKVCache, copy_blocks_between
+from ..core.scheduler import ScheduledSeq, ScheduledStep
+from ..attention.kv_cache import HostKVCache, copy_blocks_between
 
 
 class BlockTableRows:
@@ -76,7 +76,7 @@ class BlockTableRows:
 
 
 class ModelRunner:
-    """Executes scheduled steps of one model over one :class:`~pagedkv_edu.kv_cache.PagedKVCache`."""
+    """Executes scheduled steps of one model over one :class:`~pagedkv_edu.attention.kv_cache.PagedKVCache`."""
 
     def __init__(self, model: Llama, kv_cache: PagedKVCache, max_seq_len: int,
                  host_cache: HostKVCache | None = None) -> None:
@@ -133,7 +133,7 @@ def plan_step(manager: BlockManager, seq_ids: Sequence[Hashable], query_lens: Se
               device: torch.device | str = "cpu") -> StepMetadata:
     """Grow each sequence by its new tokens in ``manager`` (admitting new ones) and describe the step.
 
-    Chapter 5's way to drive a :class:`~pagedkv_edu.kv_cache.PagedKVCache` by hand. Checks that
+    Chapter 5's way to drive a :class:`~pagedkv_edu.attention.kv_cache.PagedKVCache` by hand. Checks that
     every sequence fits before allocating anything: a refused step leaves the pool as it was.
     """
     if len(seq_ids) != len(query_lens) or not seq_ids:

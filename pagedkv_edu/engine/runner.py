@@ -3,8 +3,8 @@
 :class:`~pagedkv_edu.engine.model_runner.ModelRunner` runs the model and returns logits to
 sample from; the simulator's stand-in (:class:`StandInRunner`) runs
 nothing and returns each row's next token itself. :class:`~pagedkv_edu.engine.engine.LLMEngine`
-drives either, through one ``step``: :func:`~pagedkv_edu.simulate.simulate` and
-:func:`~pagedkv_edu.engine.batching.serve` are the engine with a :class:`StandInRunner`.
+drives either, through one ``step``: :func:`~pagedkv_edu.sim.simulate.simulate` and
+:func:`~pagedkv_edu.sim.batching.serve` are the engine with a :class:`StandInRunner`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Protocol, Union, runtime_checkable
 
 import torch
 
-from ..scheduler import ScheduledStep
+from ..core.scheduler import ScheduledStep
 
 RunnerOutput = Union[torch.Tensor, Sequence[int]]
 """Logits, one row per scheduled sequence, or (a stand-in) one token per scheduled sequence."""

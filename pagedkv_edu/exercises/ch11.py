@@ -1,6 +1,6 @@
 """Grader for chapter 11 (prefix-aware routing): the hybrid decision of SGLang's cache-aware router.
 
-Hidden cases are decisions recorded while routing :mod:`pagedkv_edu.routing_workloads` and seeded
+Hidden cases are decisions recorded while routing :mod:`pagedkv_edu.sim.routing_workloads` and seeded
 loads and matches at each threshold's edge; where replicas tie, any of them is right.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ..routing import HybridThresholds, route
-from ..routing_workloads import WORKLOADS
+from ..sim.routing import HybridThresholds, route
+from ..sim.routing_workloads import WORKLOADS
 from .grading import ArgsCase, Reader, as_int, grade, seeded, short
 from .solutions import ch11 as reference
 

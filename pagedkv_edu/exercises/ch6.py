@@ -3,7 +3,7 @@
 ``check_can_admit`` catches the slips of the admission arithmetic (rounding down, the
 watermark forgotten or applied when nothing runs, the exact fit). ``check_schedule`` runs the
 reader's ``schedule(state)`` on seeded traces against the package's
-:class:`~pagedkv_edu.scheduler.Scheduler`, step by step; the engine's part around a step is
+:class:`~pagedkv_edu.core.scheduler.Scheduler`, step by step; the engine's part around a step is
 the harness's (:class:`_Trace`). Hidden traces use block sizes that are not powers of two.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..block_manager import BlockManager
-from ..scheduler import Scheduler
+from ..core.block_manager import BlockManager
+from ..core.scheduler import Scheduler
 from .ch2 import HIDDEN_BLOCK_SIZES
 from .grading import ArgsCase, Reader, as_bool, as_int, grade, short
 from .solutions import ch6 as reference
@@ -88,7 +88,7 @@ class Seq:
 
 
 class Memory:
-    """The paged KV memory the step asks: the engine's :class:`~pagedkv_edu.block_manager.BlockManager` underneath.
+    """The paged KV memory the step asks: the engine's :class:`~pagedkv_edu.core.block_manager.BlockManager` underneath.
 
     ``can_admit`` keeps the watermark free for the running sequences (none when nothing runs).
     """
@@ -270,7 +270,7 @@ class _Trace:
 
 
 def _reference_run(case: SchedCase) -> list[StepView]:
-    """The package's :class:`~pagedkv_edu.scheduler.Scheduler` on the trace: the answer key."""
+    """The package's :class:`~pagedkv_edu.core.scheduler.Scheduler` on the trace: the answer key."""
     trace = _Trace(case)
     memory = BlockManager(case.num_blocks, case.block_size, watermark_blocks=case.watermark_blocks)
     scheduler = Scheduler(memory, case.max_num_seqs, case.token_budget)

@@ -2,7 +2,7 @@
 
 RMSNorm, RoPE (llama3 scaling), GQA, SwiGLU; per layer ``cache.write(k, v)`` then
 ``cache.attend(q)``. Its input is a serving batch: the new tokens of several sequences end
-to end, ``[num_tokens]``, described by a :class:`~pagedkv_edu.kv_cache.StepMetadata`. Weights
+to end, ``[num_tokens]``, described by a :class:`~pagedkv_edu.attention.kv_cache.StepMetadata`. Weights
 are a transformers ``LlamaForCausalLM`` state dict's own tensors (no copy).
 """
 
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..specs import kv_bytes_per_token
-from ..kv_cache import PagedKVCache, StepMetadata
+from ..attention.kv_cache import PagedKVCache, StepMetadata
 
 
 @dataclass(frozen=True)

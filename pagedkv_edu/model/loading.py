@@ -55,7 +55,7 @@ class LoadedModel:
         return self.name.endswith("-random")
 
     def text_stream(self, write: Callable[[str], Any] | None = None) -> Callable[[int, int], None]:
-        """An ``on_token`` callback for :func:`~pagedkv_edu.generate.generate` that writes each
+        """An ``on_token`` callback for :func:`~pagedkv_edu.engine.generate.generate` that writes each
         sequence's text as it grows (to stdout unless ``write`` is given). Each call decodes the
         sequence's tokens so far and writes the new tail: one token can be part of a character."""
         seen: dict[int, list[int]] = {}

@@ -15,8 +15,8 @@ import torch
 
 from .. import runtime
 from ..attention.reference import store_kv_torch
-from ..block_pool import BlockPool
-from ..block_table import BlockTable, blocks_needed
+from ..core.block_pool import BlockPool
+from ..core.block_table import BlockTable, blocks_needed
 
 
 @dataclass

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..block_manager import BlockManager
-from ..block_pool import BlockPool
+from ..core.block_manager import BlockManager
+from ..core.block_pool import BlockPool
 from .render import Picture, manager_svg, pool_svg, render_svg
-from ..engine.snapshot import Snapshot, snapshot
+from .snapshot import Snapshot, snapshot
 
 __all__ = ["Picture", "Snapshot", "manager_svg", "pool_svg", "register_formatters", "render_svg", "snapshot"]
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable, Sequence
 
-from ..block_manager import BlockManager
-from ..block_pool import BlockPool
+from ..core.block_manager import BlockManager
+from ..core.block_pool import BlockPool
 from ..checks import check_whole, is_whole
 from ..engine.engine import LLMEngine
-from ..engine.request import Request
+from ..core.request import Request
 from ..engine.runner import StandInRunner
 from ..engine.sampling import SamplingParams
-from ..scheduler import Scheduler
+from ..core.scheduler import Scheduler
 from .render import request_label
-from ..engine.snapshot import Snapshot, snapshot
+from .snapshot import Snapshot, snapshot
 
 _PARAMS = SamplingParams(ignore_eos=True)   # the reader decides when a request finishes
 

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
-from ..simulate import ArenaSlice, SimResult
+from ..sim.simulate import ArenaSlice, SimResult
 from ..specs import GIB, ModelSpec
 
 WASTE_COLOURS: dict[str, str] = {

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from ..radix_cache import RadixCache, RadixNode
+from ..sim.radix_cache import RadixCache, RadixNode
 from .render import FREE_COLOUR, PALETTE, _text, svg_document
 
 BOX_W, BOX_H, COL_W, ROW_H, PAD, TITLE_H = 150, 30, 176, 40, 10, 22

@@ -1,4 +1,4 @@
-"""Draw a :class:`~pagedkv_edu.engine.snapshot.Snapshot` as SVG: the one renderer of the memory's state.
+"""Draw a :class:`~pagedkv_edu.viz.snapshot.Snapshot` as SVG: the one renderer of the memory's state.
 
 :func:`render_svg` is chapter 2's and 7's picture (big cells, every block table), ``viz.replay``'s
 frame chapter 6's (small cells, the queues and the token budget); both draw the blocks
@@ -13,10 +13,10 @@ import zlib
 from collections.abc import Hashable, Mapping
 from html import escape
 
-from ..block_manager import BlockManager
-from ..block_pool import BlockPool
-from ..block_table import BlockTable
-from ..engine.snapshot import BlockView, Snapshot, TableView, snapshot
+from ..core.block_manager import BlockManager
+from ..core.block_pool import BlockPool
+from ..core.block_table import BlockTable
+from .snapshot import BlockView, Snapshot, TableView, snapshot
 # Paul Tol's muted qualitative scheme, ordered so that consecutive request ids contrast.
 PALETTE: tuple[str, ...] = (
     "#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288",

@@ -1,6 +1,6 @@
 """Replay a recorded engine run (chapter 6): key frames by rule, a pure state model, and the frame picture.
 
-A frame is a :class:`~pagedkv_edu.engine.snapshot.Snapshot`; its blocks are drawn by
+A frame is a :class:`~pagedkv_edu.viz.snapshot.Snapshot`; its blocks are drawn by
 ``viz.render``'s grid, with the queues, the step's token budget, its events and one chosen
 request's text around them. The book shows a filmstrip of :func:`key_frames`; the widget
 (``viz.replay_widget``) redraws the frame under its slider.
@@ -13,8 +13,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from html import escape
 
-from ..engine.snapshot import Snapshot
-from ..engine.trace import EngineTrace
+from .snapshot import Snapshot
+from .trace import EngineTrace
 from .render import _grid, _text, _text_colour, request_colour, request_label, svg_document
 
 WIDTH = 760

@@ -15,7 +15,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..engine.trace import EngineTrace
+from .trace import EngineTrace
 from .render import request_label
 from .replay import ReplayState, frame_svg
 

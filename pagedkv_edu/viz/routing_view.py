@@ -12,8 +12,8 @@ from html import escape
 
 from ..specs import hit_rate
 from ..checks import check_whole
-from ..routing import MAX_REPLICAS, POLICIES, RouteResult, route
-from ..routing_workloads import TimedRequest
+from ..sim.routing import MAX_REPLICAS, POLICIES, RouteResult, route
+from ..sim.routing_workloads import TimedRequest
 from .render import FREE_COLOUR, request_colour
 
 USED_COLOUR = "#332288"       # Tol's indigo: blocks held by admitted requests

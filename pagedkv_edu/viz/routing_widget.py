@@ -10,8 +10,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..routing import MAX_REPLICAS, POLICIES
-from ..routing_workloads import TimedRequest
+from ..sim.routing import MAX_REPLICAS, POLICIES
+from ..sim.routing_workloads import TimedRequest
 from .routing_view import RoutingState, routing_svg
 
 

@@ -466,7 +466,7 @@ def test_fails_without_widget_frontend(lab: Lab, page: Page, shots: Shots) -> No
 # A run of the tiny random model under memory pressure, recorded and replayed: small enough to run in
 # seconds, with admissions, preemptions and a drain to step through.
 REPLAY_SOURCE = """from pagedkv_edu.engine import LLMEngine, SamplingParams
-from pagedkv_edu.engine.trace import EngineTrace
+from pagedkv_edu.viz.trace import EngineTrace
 from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.viz.replay_widget import ReplayWidget
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).with_name("data") / "production_map.json"
+DATA = Path(__file__).parent.parent / "data" / "production_map.json"
 """The committed rows: concepts, implementations, and what was not verified."""
 
 REPOSITORIES: dict[str, str] = json.loads(DATA.read_text())["repositories"]

@@ -6,7 +6,7 @@ pays while the weights dominate and stops paying once the cache reads do. A pref
 arithmetic (about ``2 × parameters`` FLOPs) rather than bytes. The step takes the longer of
 bytes ÷ bandwidth and FLOPs ÷ peak arithmetic. Chapter 6 uses it to say when twenty sequences
 cost little more than ten and when they do not, and to time the batching experiments in
-:mod:`pagedkv_edu.engine.batching`. It is a model, not a measurement; the device numbers say where
+:mod:`pagedkv_edu.sim.batching`. It is a model, not a measurement; the device numbers say where
 each comes from.
 """
 

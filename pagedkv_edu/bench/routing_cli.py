@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .cli_args import add_json_flag, whole_number
-from .routing import MAX_REPLICAS, POLICIES, route
-from .routing_workloads import WORKLOADS
+from ..cli_args import add_json_flag, whole_number
+from ..sim.routing import MAX_REPLICAS, POLICIES, route
+from ..sim.routing_workloads import WORKLOADS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -14,16 +14,16 @@ from typing import Any
 
 import torch
 
-from .block_manager import BlockManager
-from .block_table import BlockTable, blocks_needed
-from .checks import check_whole
-from .engine.engine import LLMEngine
-from .engine.model_runner import ModelRunner
-from .engine.sampling import SamplingParams
-from .kv_cache import PagedKVCache
-from .attention import AttentionFn, check_backend
-from .model.llama import Llama
-from .scheduler import POLICIES
+from ..core.block_manager import BlockManager
+from ..core.block_table import BlockTable, blocks_needed
+from ..checks import check_whole
+from .engine import LLMEngine
+from .model_runner import ModelRunner
+from .sampling import SamplingParams
+from ..attention.kv_cache import PagedKVCache
+from ..attention import AttentionFn, check_backend
+from ..model.llama import Llama
+from ..core.scheduler import POLICIES
 
 
 @dataclass
@@ -152,7 +152,7 @@ def generate(
     depend on which other prompts share its batch, and equals the engine's for that seed.
     ``on_token(i, token)`` streams prompt ``i``'s tokens as they come;
     ``on_step(step, manager)`` runs after every forward step (step 0 is the prefill) with the
-    :class:`~pagedkv_edu.block_manager.BlockManager` that holds the tables (contiguous: one
+    :class:`~pagedkv_edu.core.block_manager.BlockManager` that holds the tables (contiguous: one
     block per prompt). The blocks stay allocated in ``result.manager``.
     """
     prompts = check_request(model, prompts, max_new_tokens)

@@ -10,10 +10,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .block_manager import BlockManager
-from .block_table import blocks_needed
+from ..core.block_manager import BlockManager
+from ..core.block_table import blocks_needed
 from .simulate import simulate
-from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
+from ..workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
 BLOCK_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TABLE_ENTRY_BYTES = 4  # int32 block ids

@@ -16,13 +16,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import runtime
-from .attention import AttentionFn, gather_kv, kernel_name, paged_attention, paged_decode_attention, store_kv
-from .attention.reference import prefix_causal_sdpa
-from .attention.triton_copy import check_copy_pairs, copy_blocks
-from .attention.validate import SUPPORTED_DTYPES, check_backend
-from .checks import check_whole, is_whole
-from .specs import kv_bytes_per_token
+from .. import runtime
+from . import AttentionFn, gather_kv, kernel_name, paged_attention, paged_decode_attention, store_kv
+from .reference import prefix_causal_sdpa
+from .triton_copy import check_copy_pairs, copy_blocks
+from .validate import SUPPORTED_DTYPES, check_backend
+from ..checks import check_whole, is_whole
+from ..specs import kv_bytes_per_token
 
 
 def block_bytes(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
@@ -291,3 +291,32 @@ class PagedKVCache:
         return (f"PagedKVCache(num_layers={self.num_layers}, num_blocks={self.num_blocks}, "
                 f"block_size={self.block_size}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
                 f"dtype={self.dtype}, device={self.device}, bytes={self.bytes})")
+
+
+class HostKVCache:
+    """Host copies of a paged cache's K/V: per layer ``[num_blocks, block_size, num_kv_heads, head_dim]`` on the CPU."""
+
+    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32) -> None:
+        for name, value in (("num_layers", num_layers), ("num_blocks", num_blocks)):
+            check_whole(name, value, 1)
+        shape = (num_blocks, block_size, num_kv_heads, head_dim)
+        pin = torch.cuda.is_available()   # page-locked host memory: the copies can run at full PCIe speed
+        self.k_caches = [torch.zeros(shape, dtype=dtype, pin_memory=pin) for _ in range(num_layers)]
+        self.v_caches = [torch.zeros(shape, dtype=dtype, pin_memory=pin) for _ in range(num_layers)]
+
+
+def copy_blocks_between(src_caches: Sequence[torch.Tensor], dst_caches: Sequence[torch.Tensor],
+                        pairs: Sequence[tuple[int, int]]) -> int:
+    """Copy block ``s`` of every ``src_caches[l]`` into block ``d`` of ``dst_caches[l]``; returns the copies made.
+
+    One copy per block per tensor, as a swap does over PCIe: ``len(pairs) * len(src_caches)``
+    copies, each ``block_size * num_kv_heads * head_dim`` elements. Pass the K and the V lists
+    one after the other (or concatenated).
+    """
+    if len(src_caches) != len(dst_caches):
+        raise ValueError(f"{len(src_caches)} source tensors but {len(dst_caches)} destinations")
+    for src, dst in zip(src_caches, dst_caches):
+        for s, d in pairs:
+            dst[d].copy_(src[s], non_blocking=True)
+    return len(pairs) * len(src_caches)

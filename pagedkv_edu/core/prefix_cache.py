@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .block_pool import BlockPool
-from .specs import hit_rate
-from .checks import check_token_ids
+from ..specs import hit_rate
+from ..checks import check_token_ids
 
 BlockHash = bytes
 HashFn = Callable[[BlockHash, Sequence[int]], BlockHash]

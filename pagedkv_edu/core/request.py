@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..scheduler import Status
-from .sampling import SamplingParams
+from .scheduler import Status
+from ..engine.sampling import SamplingParams
 
 
 BlockHashFn = Callable[[bytes, list[int]], bytes]
@@ -106,7 +106,7 @@ class Request:
     def fork(self, seq_id: Hashable, index: int, generator: torch.Generator | None = None) -> "Request":
         """A new sample of the same request that continues from this one's tokens.
 
-        The record only; :meth:`Scheduler.fork <pagedkv_edu.scheduler.Scheduler.fork>` shares
+        The record only; :meth:`Scheduler.fork <pagedkv_edu.core.scheduler.Scheduler.fork>` shares
         its memory and sets its scheduling state.
         """
         child = Request(seq_id, self.prompt_token_ids, self.params, generator, self.arrival_time,

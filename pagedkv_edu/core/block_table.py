@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .block_pool import BlockPool, OutOfBlocksError
-from .checks import check_whole, is_whole
+from ..checks import check_whole, is_whole
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:

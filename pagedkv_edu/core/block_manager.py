@@ -18,10 +18,10 @@ from typing import Any
 
 from .block_pool import BlockPool, OutOfBlocksError
 from .block_table import BlockTable, blocks_needed
-from .checks import check_token_ids, check_whole, is_whole
+from ..checks import check_token_ids, check_whole, is_whole
 from .prefix_cache import BlockHash, HashFn, PrefixCache, PrefixHit, hash_block
 from .swap import SwapSpace
-from .specs import utilisation
+from ..specs import utilisation
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class BlockManager:
     """Owns a :class:`BlockPool` and the :class:`BlockTable` of every live sequence.
 
     ``watermark_blocks`` stay free at admission while anything runs (room for the running
-    sequences to grow); ``swap`` (a :class:`~pagedkv_edu.swap.SwapSpace`) lets the scheduler
+    sequences to grow); ``swap`` (a :class:`~pagedkv_edu.core.swap.SwapSpace`) lets the scheduler
     preempt by swapping.
     """
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..block_manager import BlockManager
-from ..block_pool import BlockPool
-from ..block_table import BlockTable
+from ..core.block_manager import BlockManager
+from ..core.block_pool import BlockPool
+from ..core.block_table import BlockTable
 from ..specs import utilisation
 
 

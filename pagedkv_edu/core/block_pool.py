@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Iterable, Literal, Sequence
 
-from .checks import check_whole, is_whole
+from ..checks import check_whole, is_whole
 
 MAX_NUM_BLOCKS = 2**21
 """The largest pool this book builds: the free queue and reference counts are Python objects,

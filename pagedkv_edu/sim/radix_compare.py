@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .block_manager import BlockManager
-from .block_pool import FREE_ORDERS, FreeOrder
-from .specs import hit_rate
-from .checks import check_whole
+from ..core.block_manager import BlockManager
+from ..core.block_pool import FREE_ORDERS, FreeOrder
+from ..specs import hit_rate
+from ..checks import check_whole
 from .radix_cache import RadixCache, RadixNode
 
 

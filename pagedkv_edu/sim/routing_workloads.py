@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_whole
-from .workload import copilot50, prompt_token_ids
+from ..checks import check_whole
+from ..workload import copilot50, prompt_token_ids
 
 VOCAB_SIZE = 32_000
 MAX_REQUESTS = 100_000

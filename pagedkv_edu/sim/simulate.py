@@ -13,18 +13,19 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from .block_manager import BlockManager
-from .block_table import blocks_needed
-from .specs import hit_rate, utilisation
-from .checks import check_whole
+from ..core.block_manager import BlockManager
+from ..core.block_table import blocks_needed
+from ..specs import hit_rate, utilisation
+from ..checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, ContiguousMemory, make_arena, reservation_size
-from .engine.engine import LLMEngine
-from .engine.runner import StandInRunner
-from .engine.request import Request as SeqRecord
-from .engine.sampling import SamplingParams
-from .scheduler import POLICIES, PREEMPTION_MODES, ScheduledStep
-from .swap import Hardware, SwapSpace
-from .workload import MAX_SEQ_LEN, Request, prompt_token_ids
+from ..engine.engine import LLMEngine
+from ..engine.runner import StandInRunner
+from ..core.request import Request as SeqRecord
+from ..engine.sampling import SamplingParams
+from ..core.scheduler import POLICIES, PREEMPTION_MODES, ScheduledStep
+from ..core.swap import SwapSpace
+from .preemption_cost import Hardware
+from ..workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
 WASTE_KINDS = ("over_reserved", "internal", "external")
 
@@ -367,7 +368,7 @@ def preemption_overhead(requests: Iterable[Request], block_sizes: Iterable[int],
 
     At each block size the workload is simulated twice, preempting by recompute and by swap.
     The simulations *count* (tokens recomputed, blocks swapped); the cost model of
-    :mod:`pagedkv_edu.swap` turns the counts into seconds on the hardware ``hw``, for a model
+    :mod:`pagedkv_edu.core.swap` turns the counts into seconds on the hardware ``hw``, for a model
     of ``num_params`` parameters (``swap.OPT_13B`` is the paper's).
     """
     reqs = list(requests)

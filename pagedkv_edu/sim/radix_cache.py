@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .checks import check_token_ids, check_whole
+from ..checks import check_token_ids, check_whole
 
 
 @dataclass(eq=False)

@@ -16,12 +16,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .block_manager import BlockManager
-from .block_table import blocks_needed
-from .checks import check_whole
-from .engine.beam import BeamSearchParams, beam_search
-from .runtime import versions
-from .workload import MAX_SEQ_LEN, Request
+from ..core.block_manager import BlockManager
+from ..core.block_table import blocks_needed
+from ..checks import check_whole
+from ..engine.beam import BeamSearchParams, beam_search
+from ..runtime import versions
+from ..workload import MAX_SEQ_LEN, Request
 
 SHOT_TOKENS = 160
 """Tokens of one worked example in the few-shot variant (5 shots + the 200-token system prompt ≈ 1,000)."""
@@ -84,7 +84,7 @@ def workload_sampling_saving(requests: list[Request], n: int, block_size: int) -
 Genealogy = Sequence[Sequence[int]]
 """Step by step, the index of each new beam's parent among the previous step's beams (best first)."""
 
-BEAM_RECORD = Path(__file__).with_name("data") / "beam_genealogies.json"
+BEAM_RECORD = Path(__file__).parent.parent / "data" / "beam_genealogies.json"
 """Genealogies of real beam searches (SmolLM2-135M, widths 2, 4, 6), written by :func:`record_beam_genealogies`."""
 
 ALPACA_STYLE_PROMPTS: tuple[str, ...] = (
@@ -164,7 +164,7 @@ def record_beam_genealogies(loaded: Any, prompts: Sequence[str] = ALPACA_STYLE_P
     ``loaded`` is a :class:`~pagedkv_edu.model.loading.LoadedModel`. The record says what ran,
     where and when; :func:`workload_beam_saving` replays it on any workload and block size.
     """
-    from .engine import LLMEngine
+    from ..engine import LLMEngine
 
     started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     runs = []
@@ -181,7 +181,7 @@ def record_beam_genealogies(loaded: Any, prompts: Sequence[str] = ALPACA_STYLE_P
     return {"benchmark": "beam-genealogies", "model": loaded.name, "source": loaded.source,
             "device": "CPU", "date_utc": started, "versions": versions(), "max_tokens": max_tokens,
             "about": "Each run's parents: for every decode step, the index of each beam's parent among the "
-                     "previous step's beams (best first); replayed by pagedkv_edu.sharing.workload_beam_saving.",
+                     "previous step's beams (best first); replayed by pagedkv_edu.sim.sharing.workload_beam_saving.",
             "runs": runs}
 
 

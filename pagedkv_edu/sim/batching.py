@@ -2,7 +2,7 @@
 
 The engine with a :class:`~pagedkv_edu.engine.runner.StandInRunner` serves the same requests
 two ways: a new batch of ``max_num_seqs`` only when the last one has finished (static), or each
-request on arrival (continuous). A :class:`~pagedkv_edu.engine.decode_cost.StepCost` turns steps
+request on arrival (continuous). A :class:`~pagedkv_edu.sim.decode_cost.StepCost` turns steps
 into deterministic milliseconds; chapter 6 reads throughput, TTFT and inter-token latency from them.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..block_manager import BlockManager
+from ..core.block_manager import BlockManager
 from ..checks import check_whole
 from ..workload import Request
 from .decode_cost import StepCost
-from .engine import LLMEngine
-from .runner import StandInRunner
-from .sampling import SamplingParams
+from ..engine.engine import LLMEngine
+from ..engine.runner import StandInRunner
+from ..engine.sampling import SamplingParams
 
 MODES: tuple[str, ...] = ("static", "continuous")
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from .block_manager import MemoryUsage
-from .specs import hit_rate
-from .checks import check_whole
+from ..specs import hit_rate
+from ..checks import check_whole
 
 POLICIES: tuple[str, ...] = ("paged", "contiguous")
 """The two ways the scheduler can hold KV memory: blocks from a pool, or one reserved range per request."""
@@ -53,8 +53,8 @@ class TokenCounts:
 
 
 class KVMemory(Protocol):
-    """What the scheduler asks of a KV memory (:class:`~pagedkv_edu.block_manager.BlockManager`,
-    or the simulator's :class:`~pagedkv_edu.contiguous.ContiguousMemory`). ``hashes`` are the
+    """What the scheduler asks of a KV memory (:class:`~pagedkv_edu.core.block_manager.BlockManager`,
+    or the simulator's :class:`~pagedkv_edu.sim.contiguous.ContiguousMemory`). ``hashes`` are the
     sequence's full-block hash chain, computed once on its record (:meth:`block_hashes`).
     A memory with a ``swap`` space also answers ``can_swap_out``, ``swap_out``, ``can_swap_in``, ``swap_in``.
     """
@@ -94,7 +94,7 @@ class KVMemory(Protocol):
 
 class Schedulable(Protocol):
     """A sequence as the scheduler sees it: an id and its tokens so far (the engine's is a
-    :class:`~pagedkv_edu.engine.request.Request`).
+    :class:`~pagedkv_edu.core.request.Request`).
 
     It may also have ``token_ids`` (for the prefix cache) and ``num_seqs`` (the sequences it
     will become: ``n`` for a request that forks into ``n`` samples after its prefill). The
@@ -361,7 +361,7 @@ class Scheduler:
 
         ``release=False`` keeps its memory (its block table stays readable) for a caller that
         inspects it afterwards and releases it itself (``memory.release``), as chapter 5's
-        static :func:`~pagedkv_edu.generate.generate` does.
+        static :func:`~pagedkv_edu.engine.generate.generate` does.
         """
         if _index(self.running, seq) is None:
             raise ValueError(f"sequence {seq.seq_id!r} is not running")

@@ -15,8 +15,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .block_manager import MemoryUsage
-from .checks import check_whole
+from ..core.block_manager import MemoryUsage
+from ..checks import check_whole
 
 RESERVE_POLICIES = ("max", "pow2", "oracle")
 ALLOCATORS = ("first-fit", "buddy")

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from .block_manager import BlockManager
-from .block_table import blocks_needed
-from .specs import hit_rate
-from .checks import check_whole
+from ..core.block_manager import BlockManager
+from ..core.block_table import blocks_needed
+from ..specs import hit_rate
+from ..checks import check_whole
 from .routing_workloads import TimedRequest
 
 MAX_REPLICAS = 64
