@@ -151,6 +151,6 @@ def _simulate(args: argparse.Namespace) -> dict[str, Any]:
         print(f"queueing delay   : mean {s['mean_queue_delay_steps']} steps, max {s['max_queue_delay_steps']}")
         print(f"makespan         : {s['total_steps']} steps")
         if result.prefix_caching:
-            print(f"prefix cache     : {result.prefix_hit_rate:.1%} of {result.prompt_tokens:,} prompt tokens hit; "
-                  f"{result.prefill_tokens:,} tokens prefilled")
+            print(f"prefix cache     : {result.prefix_hit_rate:.1%} of {result.tokens.prompt_tokens:,} prompt tokens "
+                  f"hit; {result.tokens.prefill_tokens:,} tokens prefilled")
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,3 +216,11 @@ def utilisation(stored_tokens: int, held_slots: int) -> float:
     """Of the K/V slots held by sequences, the share holding a token (the paper's 20.4-38.2% before vLLM);
     1.0 when nothing is held, since nothing is wasted."""
     return stored_tokens / held_slots if held_slots else 1.0
+
+
+def step_kind(query_lens: Sequence[int]) -> str:
+    """What a step is, by the tokens each sequence brings, defined once for the stats, the profile and the kernels:
+    "decode" when every sequence brings exactly one (the decode kernel's case, a one-token prompt chunk
+    included), "prefill" when none does, "mixed" otherwise, "" for an empty step."""
+    ones = sum(1 for n in query_lens if n == 1)
+    return "" if not query_lens else "decode" if ones == len(query_lens) else "prefill" if ones == 0 else "mixed"

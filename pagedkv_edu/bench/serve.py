@@ -19,7 +19,7 @@ import torch
 from ..specs import utilisation
 from ..attention import BACKENDS
 from ..engine import POLICIES, LLMEngine, RequestOutput, SamplingParams
-from ..engine.engine import DEFAULT_MAX_NUM_BATCHED_TOKENS
+from ..engine.config import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from ..model.loading import MODEL_NAMES, LoadedModel, load_model
 from ..sim.sharing import few_shot_max_seq_len, few_shot_variant
 from ..workload import Request, copilot50, prompt_token_ids
@@ -82,11 +82,11 @@ def summarise(policy: str, engine: LLMEngine, outputs: list[RequestOutput], wall
         "saturated_concurrency": round(statistics.fmean(saturated), 2),
         "kv_utilisation": round(utilisation(sum(s.kv_tokens for s in history), held), 4),
         "preemptions": engine.scheduler.num_preemptions,
-        "prefill_tokens": last.prefill_tokens,
-        "prompt_tokens": last.prompt_tokens,
-        "prefix_hit_tokens": last.prefix_hit_tokens,
+        "prefill_tokens": last.tokens.prefill_tokens,
+        "prompt_tokens": last.tokens.prompt_tokens,
+        "prefix_hit_tokens": last.tokens.prefix_hit_tokens,
         "prefix_hit_rate": round(last.prefix_hit_rate, 4),
-        "resumed_hit_tokens": last.resumed_hit_tokens,
+        "resumed_hit_tokens": last.tokens.resumed_hit_tokens,
         "ttft_mean_s": round(statistics.fmean(ttft), 2),
         "ttft_p90_s": round(_percentile(ttft, 0.9), 2),
         "latency_mean_s": round(statistics.fmean(latency), 2),

@@ -3,6 +3,8 @@
 vLLM v1's rules, taught in chapter 8: only full blocks, under a hash chain
 ``hash(parent_hash, token_ids)`` (SHA-256); a hit takes a reference (``BlockPool.touch``);
 eviction is lazy (``BlockPool.on_reuse``); the hit is capped one token short of the prompt.
+A lookup matches a block by its hash, then checks what the block holds (its parent's hash and
+its tokens), as chapter 8's exercise does: a weak hash that collides finds nothing wrong.
 The cache is bookkeeping only: the block manager decides what to register and when.
 """
 
@@ -14,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .block_pool import BlockPool
-from ..specs import hit_rate
 from ..checks import check_token_ids
+from ..specs import hit_rate
+from .block_pool import BlockPool
 
 BlockHash = bytes
 HashFn = Callable[[BlockHash, Sequence[int]], BlockHash]
@@ -30,36 +32,52 @@ def hash_block(parent: BlockHash, token_ids: Sequence[int]) -> BlockHash:
 
     Not Python's ``hash()`` (64 bits, version-dependent, collidable on purpose: CVE-2025-25183),
     nor nano-vllm's xxhash (not a dependency; at this book's sizes hashing is not the cost).
-
-    vLLM adds "extra keys" to the tuple for what must not mix although the tokens agree (a
-    LoRA adapter, an image, a per-tenant ``cache_salt``); this book's requests have none.
+    vLLM adds "extra keys" for what must not mix although the tokens agree (a LoRA adapter, an
+    image, a per-tenant ``cache_salt``); this book's requests have none.
     """
     digest = hashlib.sha256(parent)
     digest.update(np.asarray(token_ids, dtype="<i8").tobytes())
     return digest.digest()
 
 
-@dataclass(frozen=True, eq=False)
-class CachedBlock:
-    """What a cached block was stored under: compared on every hit, against collisions.
+@dataclass(frozen=True)
+class BlockHasher:
+    """How a sequence's full blocks are named: a block size and a hash function (vLLM's ``block_hasher``).
 
-    The parent's *record* is compared, not its hash: once the parent is evicted, a colliding
-    prefix could be cached under that hash, and its children would find blocks computed after
-    another prefix. ``eq=False``: two records are equal only if they are the same registration.
+    A request record is bound to one hasher for its life (it keeps the hashes it made), so a
+    manager whose cache hashes differently refuses the record instead of reading stale hashes.
     """
 
-    block_hash: BlockHash
-    parent: "CachedBlock | None"     # the record of the block before it; None for a first block
-    token_ids: tuple[int, ...]
+    block_size: int
+    hash_fn: HashFn = hash_block
+
+    def chain(self, token_ids: Sequence[int], known: Sequence[BlockHash] = ()) -> list[BlockHash]:
+        """The hash of every full block of ``token_ids``, continuing after the ``known`` first ones."""
+        size, hashes = self.block_size, list(known)
+        for first in range(len(hashes) * size, len(token_ids) - size + 1, size):
+            hashes.append(self.hash_fn(hashes[-1] if hashes else ROOT_HASH, token_ids[first:first + size]))
+        return hashes
 
 
 @dataclass(frozen=True)
 class PrefixHit:
-    """The longest cached prefix of a prompt: its blocks and their hash chain."""
+    """The longest cached prefix of a sequence: its blocks, and the tokens they hold."""
 
-    block_ids: tuple[int, ...]
-    hashes: tuple[BlockHash, ...]
-    num_tokens: int
+    block_ids: tuple[int, ...] = ()
+    num_tokens: int = 0
+
+
+NO_HIT = PrefixHit()
+"""What a lookup finds without a prefix cache, or for a sequence whose K/V come back from host memory."""
+
+
+@dataclass(frozen=True)
+class CachedBlock:
+    """What a cached block holds, checked on every hit: its hash, its parent's hash and its tokens."""
+
+    block_hash: BlockHash
+    parent_hash: BlockHash
+    token_ids: tuple[int, ...]
 
 
 class PrefixCache:
@@ -71,54 +89,41 @@ class PrefixCache:
         if pool.on_reuse is not None:
             raise ValueError("this pool already has a prefix cache; one pool, one cache")
         self.pool = pool
-        self.hash_fn = hash_fn
+        self.hasher = BlockHasher(pool.block_size, hash_fn)
         self._block_of: dict[BlockHash, int] = {}
-        self._key_of: dict[int, CachedBlock] = {}
+        self._held: dict[int, CachedBlock] = {}
         self.queried_tokens = 0    # tokens looked up at admission (prompt, plus outputs after a preemption)
         self.hit_tokens = 0        # of those, found in the cache: prefill tokens saved
         self.num_evictions = 0
         pool.on_reuse = self._evict
         pool.is_cached = self.__contains__    # the free queue keeps cached blocks longest (vLLM v1, c59cb79)
 
-    # --- hashing -----------------------------------------------------------------------
+    @property
+    def hash_fn(self) -> HashFn:
+        return self.hasher.hash_fn
+
     def chain(self, token_ids: Sequence[int], known: Sequence[BlockHash] = ()) -> list[BlockHash]:
-        """The hash of every full block of ``token_ids``: each one names the whole prefix up to it.
+        """The hash of every full block of ``token_ids`` (after checking the ids)."""
+        return self.hasher.chain(check_token_ids(token_ids), known)
 
-        ``known`` are the hashes of the first blocks, computed before (a lookup's hit): they
-        are kept, and hashing continues after them.
-        """
-        token_ids = check_token_ids(token_ids)
-        size, hashes = self.pool.block_size, list(known)
-        for first in range(len(hashes) * size, len(token_ids) - size + 1, size):
-            hashes.append(self.hash_fn(hashes[-1] if hashes else ROOT_HASH, token_ids[first:first + size]))
-        return hashes
-
-    # --- lookup --------------------------------------------------------------------------
-    def lookup(self, token_ids: Sequence[int], hashes: Sequence[BlockHash] | None = None) -> PrefixHit:
+    # --- lookup ------------------------------------------------------------------------
+    def lookup(self, token_ids: Sequence[int], hashes: Sequence[BlockHash]) -> PrefixHit:
         """The longest cached prefix of full blocks, capped at ``len(token_ids) - 1`` tokens.
 
-        Takes no reference and changes no statistic: the scheduler asks this to count the
-        blocks an admission needs, and may then not admit. ``hashes``, the ids' chain computed
-        before (the engine's request record hashes each block once), are used instead of hashing.
+        ``hashes`` are the ids' chain (hashed once, on the request's record). Takes no reference
+        and changes no statistic: the scheduler asks before it knows it can admit.
         """
-        if hashes is None:
-            token_ids = check_token_ids(token_ids)
         size = self.pool.block_size
-        usable = max(0, len(token_ids) - 1) // size      # at least one token left to compute
-        known = hashes or ()
         blocks: list[int] = []
-        found: list[BlockHash] = []
-        parent: CachedBlock | None = None
-        for i in range(usable):
-            tokens = tuple(token_ids[i * size:(i + 1) * size])
-            block_hash = known[i] if i < len(known) else self.hash_fn(found[-1] if found else ROOT_HASH, tokens)
-            record = self._key_of.get(self._block_of.get(block_hash, -1))
-            if record is None or record.token_ids != tokens or record.parent is not parent:
-                break     # not cached, or a collision: same hash, other tokens or another prefix
-            blocks.append(self._block_of[block_hash])
-            found.append(block_hash)
-            parent = record
-        return PrefixHit(tuple(blocks), tuple(found), len(blocks) * size)
+        parent = ROOT_HASH
+        for i in range(min(len(hashes), (len(token_ids) - 1) // size)):   # at least one token left to compute
+            block = self._block_of.get(hashes[i])
+            held = self._held.get(block) if block is not None else None
+            if held is None or held.parent_hash != parent or held.token_ids != tuple(token_ids[i * size:(i + 1) * size]):
+                break     # not cached, or a collision: the block holds another pair
+            blocks.append(block)
+            parent = hashes[i]
+        return PrefixHit(tuple(blocks), len(blocks) * size)
 
     def record(self, queried: int, hit: int) -> None:
         """Count one admission's lookup in the statistics."""
@@ -128,19 +133,18 @@ class PrefixCache:
     @property
     def lookup_hit_rate(self) -> float:
         """Tokens found over tokens looked up, at every lookup: a preempted request finding its own blocks
-        again counts too. Not the prefix hit rate (:func:`~pagedkv_edu.hit_rate` over first
-        admissions, ``EngineStats.prefix_hit_rate``), which counts only sharing between requests."""
+        again counts too. Not the prefix hit rate (``TokenCounts.prefix_hit_rate``, first admissions
+        only), which counts only sharing between requests."""
         return hit_rate(self.hit_tokens, self.queried_tokens)
 
     # --- filling and eviction ------------------------------------------------------------
-    def insert(self, block_id: int, block_hash: BlockHash, parent_block: int | None,
-               token_ids: Sequence[int]) -> bool:
-        """Make a computed, full block findable after ``parent_block`` (None: a first block).
+    def insert(self, block_id: int, block_hash: BlockHash, parent_hash: BlockHash, token_ids: Sequence[int]) -> bool:
+        """Make a full block findable under ``block_hash`` (its parent's hash is ``ROOT_HASH`` for a first block).
 
-        False if an equal (or colliding) block is there already, or if the parent block is
-        not findable itself (then no lookup could reach this one). When two requests computed
-        the same prefix in the same step, the first block stays the cached one and the second
-        is an ordinary block that will not be found.
+        False if the hash is taken already (two requests computed the same prefix in one step:
+        the first stays the cached one) or the block holds another registration. A block is
+        registered only after its parent (the manager registers a table front to back), so a
+        cached block's parent is cached too, and the parent is evicted after it.
         """
         self.pool._check_id(block_id)
         if len(token_ids) != self.pool.block_size:
@@ -148,36 +152,35 @@ class PrefixCache:
                              f"{self.pool.block_size} tokens")
         if self.pool.ref_counts[block_id] == 0:
             raise ValueError(f"block {block_id} is free; only a block someone holds can be cached")
-        parent = None if parent_block is None else self._key_of.get(parent_block)
-        if block_hash in self._block_of or block_id in self._key_of or (parent_block is not None and parent is None):
+        if block_hash in self._block_of or block_id in self._held:
             return False
         self._block_of[block_hash] = block_id
-        self._key_of[block_id] = CachedBlock(block_hash, parent, tuple(token_ids))
+        self._held[block_id] = CachedBlock(block_hash, parent_hash, tuple(token_ids))
         return True
-
-    def discard(self, block_id: int) -> bool:
-        """Make ``block_id`` unfindable (it was registered but never written); True if it was cached."""
-        key = self._key_of.pop(block_id, None)
-        if key is not None:
-            del self._block_of[key.block_hash]
-        return key is not None
 
     def _evict(self, block_id: int) -> None:
         """The pool is handing ``block_id`` out again: forget what it held (lazy eviction)."""
-        self.num_evictions += self.discard(block_id)
+        held = self._held.pop(block_id, None)
+        if held is not None:
+            del self._block_of[held.block_hash]
+            self.num_evictions += 1
 
     # --- reading -------------------------------------------------------------------------
     def __contains__(self, block_id: int) -> bool:
-        return block_id in self._key_of
+        return block_id in self._held
+
+    def holds(self, block_id: int) -> CachedBlock | None:
+        """What ``block_id`` is cached as, or None."""
+        return self._held.get(block_id)
 
     @property
     def num_cached_blocks(self) -> int:
         """Blocks findable now, in use or free."""
-        return len(self._key_of)
+        return len(self._held)
 
     def cached_free_blocks(self) -> list[int]:
         """Free blocks that still hold cached K/V, in eviction order (first evicted first)."""
-        return [b for b in self.pool.free_ids() if b in self._key_of]
+        return [b for b in self.pool.free_ids() if b in self._held]
 
     def __repr__(self) -> str:
         return (f"PrefixCache({self.num_cached_blocks} cached blocks, lookup hit rate {self.lookup_hit_rate:.1%} "

@@ -7,24 +7,25 @@ hypothesis is the same. (transformers' ``num_beams=1`` is greedy decoding, anoth
 here still keeps a finished hypothesis and a running beam apart, so with EOS on it can differ.)
 :func:`beam_search` drives a search through an idle :class:`~pagedkv_edu.engine.engine.LLMEngine`
 with the engine's calls for a caller that picks tokens itself; the beams are the engine's requests.
+:func:`regroup` is the one rule for freeing and forking beams (the engine's search and chapter 7's replay).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import torch
 
-from ..core.block_manager import BlockManager
-from ..core.block_table import blocks_needed
 from ..checks import check_token_ids, check_whole
-from .sampling import SamplingParams
+from ..core.block_table import blocks_needed
+from ..core.request import SamplingParams, Status
 
-if TYPE_CHECKING:   # the engine is only passed in; importing it here would be circular
+if TYPE_CHECKING:   # the engine is only passed in
     from .engine import LLMEngine
-    from ..core.request import Request
+
+B = TypeVar("B")
 
 
 @dataclass(frozen=True)
@@ -163,25 +164,25 @@ def max_blocks(prompt_len: int, params: BeamSearchParams, block_size: int) -> in
 
 
 def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: BeamSearchParams, *,
-                on_step: Callable[[int, BlockManager], None] | None = None) -> BeamSearchOutput:
+                on_step: Callable[[int, Any], None] | None = None) -> BeamSearchOutput:
     """Run one beam search on an idle paged engine; every beam's blocks are free again at the end.
 
     The prompt is one request of the engine. Each step :meth:`~LLMEngine.forward_step` grows
     every live beam by its new token (copy-on-write included) and computes their logits in
-    one forward pass; the search picks the survivors, and :func:`_regroup` frees, forks and
-    extends the beams. ``on_step(step, block_manager)`` is called after each decode step's
-    forward pass, with the step's memory in place (to draw it). The end-of-sequence tokens
-    are the engine's ``stop_token_ids``.
+    one forward pass; the search picks the survivors, and :func:`regroup` frees and forks the
+    beams before each gets its token. ``on_step(step, block_manager)`` is called after each decode
+    step's forward pass, with the step's memory in place (to draw it). The end-of-sequence
+    tokens are the engine's ``stop_token_ids``.
     """
-    manager = engine.block_manager
-    if engine.policy != "paged":
+    manager, config = engine.block_manager, engine.config
+    if config.policy != "paged":
         raise ValueError("beam search shares blocks between beams: it needs an engine with policy='paged'")
     if engine.has_unfinished:
         raise ValueError("beam search runs on an idle engine; this one still has unfinished requests")
     prompt = check_token_ids(prompt_token_ids, "prompt_token_ids")
-    scheduler, k = engine.scheduler, params.num_beams
-    for name, limit in (("max_num_seqs", scheduler.max_num_seqs), ("max_num_batched_tokens",
-                                                                   scheduler.max_num_batched_tokens)):
+    k = params.num_beams
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
+        limit = getattr(config, name)
         if limit is not None and limit < k:
             raise ValueError(f"{k} beams run together in every step, but the engine's {name} is {limit}")
     need = max_blocks(len(prompt), params, manager.block_size)
@@ -189,7 +190,7 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
         raise ValueError(f"{k} beams over a {len(prompt)}-token prompt and {params.max_tokens} new tokens may hold "
                          f"{need} blocks at once; the pool has {manager.pool.num_free} free: raise kv_budget_tokens")
     request_id = engine.add_request(prompt, SamplingParams(max_tokens=params.max_tokens))   # checks the prompt
-    search = BeamSearch(params, engine.eos_token_ids)
+    search = BeamSearch(params, config.stop_token_ids)
     live = [engine.requests[request_id]]
     indices = iter(range(1, 1 << 62))     # each fork a new sample index: seq ids are never reused
     frames: list[BeamFrame] = []
@@ -200,9 +201,9 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
             step, logits = engine.forward_step()
             if step.preempted or step.failed or logits is None:   # the memory check above rules this out
                 raise RuntimeError(f"a beam was preempted or failed in step {len(frames)}: out of KV memory")
-            copies += len(step.copies)
+            copies += len(step.copies.copy)
             if live[0].output_token_ids:
-                frames.append(BeamFrame(len(frames) + 1, tuple(tuple(manager.table(b.seq_id).block_ids) for b in live),
+                frames.append(BeamFrame(len(frames) + 1, tuple(tuple(manager.block_ids(b)) for b in live),
                                         live[0].num_tokens, parents, manager.block_size))
                 if on_step is not None:
                     on_step(len(frames), manager)
@@ -213,35 +214,32 @@ def beam_search(engine: "LLMEngine", prompt_token_ids: Sequence[int], params: Be
             chosen = search.advance(log_probs)
             if not chosen:
                 break
-            live, parents = _regroup(engine, live, chosen, indices), tuple(p for p, _ in chosen)
-    finally:
+            parents = tuple(p for p, _ in chosen)
+            live = regroup(live, parents, engine.free_sequence, lambda beam: engine.fork_sequence(beam, next(indices)))
+            for beam, (_, token) in zip(live, chosen):
+                engine.append_token(beam, token)
+    finally:   # the beams still holding memory: a loser regroup freed already is not freed twice
         for beam in live:
-            engine.free_sequence(beam)
+            if beam.status is not Status.FINISHED:
+                engine.free_sequence(beam)
     return BeamSearchOutput(prompt, search.best[:params.num_return_sequences], frames, copies)
 
 
-def _regroup(engine: "LLMEngine", live: list["Request"], chosen: list[tuple[int, int]],
-             indices: Iterator[int]) -> list["Request"]:
-    """Free the beams nobody chose, fork the parents chosen more than once, give each its token
-    (the engine's ``free_sequence``, ``fork_sequence`` and ``append_token``).
+def regroup(live: list[B], parents: Sequence[int], free: Callable[[B], Any], fork: Callable[[B], B]) -> list[B]:
+    """The beams after a step chose ``parents`` (one per new beam): chapter 7's rule, for the engine and the replay.
 
-    A parent's first child continues as the parent itself (no fork, no copy); each further
-    child is a fork, which shares every block. Losers go first, so their blocks are free
-    before any copy-on-write needs one; forks come before the tokens, so a child starts from
-    its parent's tokens as they were.
+    Losers go first (their blocks are free before any copy-on-write needs one). A parent's first
+    child continues as the parent itself (no fork, no copy); each further child is a ``fork``,
+    which shares every block. Forks come before anyone's next token, so a child starts from its
+    parent's tokens as they were.
     """
-    kept = {p for p, _ in chosen}
+    kept = set(parents)
     for i, beam in enumerate(live):
         if i not in kept:
-            engine.free_sequence(beam)
+            free(beam)
     taken: set[int] = set()
     result = []
-    for p, _ in chosen:
-        if p in taken:
-            result.append(engine.fork_sequence(live[p], next(indices)))
-        else:
-            taken.add(p)
-            result.append(live[p])
-    for beam, (_, token) in zip(result, chosen):
-        engine.append_token(beam, token)
+    for p in parents:
+        result.append(fork(live[p]) if p in taken else live[p])
+        taken.add(p)
     return result

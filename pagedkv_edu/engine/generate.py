@@ -23,7 +23,7 @@ from .sampling import SamplingParams
 from ..attention.kv_cache import PagedKVCache
 from ..attention import AttentionFn, check_backend
 from ..model.llama import Llama
-from ..core.scheduler import POLICIES
+from .config import POLICIES
 
 
 @dataclass
@@ -105,7 +105,8 @@ def make_store(model: Llama, prompts: Sequence[Sequence[int]], max_new_tokens: i
     check_whole("block_size", block_size, 1)
     if cache == "contiguous":
         longest = max(len(p) for p in prompts) + max_new_tokens
-        return PagedKVCache.for_model(model.config, len(prompts), longest, dtype=model.dtype, device=model.device)
+        return PagedKVCache.for_model(model.config, len(prompts), longest, dtype=model.dtype, device=model.device,
+                                      backend=backend)
     num_blocks = max(sum(blocks_for(prompts, max_new_tokens, block_size)), 1) if num_blocks is None else num_blocks
     return PagedKVCache.for_model(model.config, num_blocks, block_size, dtype=model.dtype, device=model.device,
                                   backend=backend)
@@ -130,7 +131,7 @@ def generate(
     max_new_tokens: int = 64,
     *,
     cache: str = "paged",
-    backend: str | AttentionFn = "torch",
+    backend: str | AttentionFn | None = None,
     block_size: int = 16,
     num_blocks: int | None = None,
     store: PagedKVCache | None = None,
@@ -145,8 +146,9 @@ def generate(
 
     The loop is the engine's (scheduler, then model runner, then sampling), with every prompt
     admitted at step 0 and prefilled whole. ``cache`` picks the paged store (the default) or
-    the contiguous oracle; pass ``store`` to run on one you built (its blocks are handed out
-    afresh). A sequence stops at a token in ``stop_token_ids`` (kept in its output) or after
+    the contiguous oracle (one block per prompt); ``backend`` runs its attention (default
+    ``"torch"``; see :func:`make_store`). Pass ``store`` to run on one you built (its blocks are
+    handed out afresh, its backend runs; a different ``backend`` is refused). A sequence stops at a token in ``stop_token_ids`` (kept in its output) or after
     ``max_new_tokens``. With ``temperature > 0`` each prompt samples from its own generator
     seeded ``seed`` (the engine's ``SamplingParams(seed=seed)``), so a prompt's text does not
     depend on which other prompts share its batch, and equals the engine's for that seed.
@@ -159,13 +161,16 @@ def generate(
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if store is None:
-        store = make_store(model, prompts, max_new_tokens, cache=cache, backend=backend,
+        store = make_store(model, prompts, max_new_tokens, cache=cache, backend="torch" if backend is None else backend,
                            block_size=block_size, num_blocks=num_blocks)
+    elif backend is not None and backend != store.backend:
+        raise ValueError(f"the store you pass runs backend {store.backend!r}; backend={backend!r} would be ignored: "
+                         f"build the store with it, or pass no backend")
     context = max(len(p) for p in prompts) + max_new_tokens
     check_fits(prompts, max_new_tokens, store.num_blocks, store.block_size)   # once, for a store made or passed in
     manager = BlockManager(store.num_blocks, store.block_size)   # contiguous: one block of the longest per prompt
-    engine = LLMEngine.over(manager, ModelRunner(model, store, context), max_seq_len=context, policy=cache,
-                            vocab_size=model.config.vocab_size, seed=seed, free_finished=False, keep_history=False)
+    engine = LLMEngine(ModelRunner(model, store, context), memory=manager, max_seq_len=context, policy=cache,
+                       seed=seed, free_finished=False, keep_history=False, max_num_batched_tokens=None)
     params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             stop_token_ids=tuple(int(t) for t in stop_token_ids), ignore_eos=True)
     if max_new_tokens > 0:
@@ -188,11 +193,10 @@ def generate(
             on_step(step, manager)
         step += 1
 
-    tables = [BlockTable(store.block_size, list(manager.table(i).block_ids), manager.table(i).num_tokens)
-              if i in manager.tables else BlockTable(store.block_size) for i in range(len(prompts))]
+    records = [engine.requests.get(i) for i in range(len(prompts))]
+    tables = [manager.table(r) if r is not None and r in manager else BlockTable(store.block_size) for r in records]
     return GenerationResult(
-        prompts=prompts, tokens=[list(engine.requests[i].output_token_ids) if i in engine.requests else []
-                                 for i in range(len(prompts))],
+        prompts=prompts, tokens=[list(r.output_token_ids) if r is not None else [] for r in records],
         block_tables=tables, kv_bytes=store.bytes,
         prefill_seconds=timings[0], decode_seconds=timings[1], decode_steps=max(step - 1, 0),
         step_logits=[torch.stack(rows) if rows else torch.empty(0) for rows in logits_log] if record_logits else None,

@@ -11,16 +11,18 @@ for a reader who drives a :class:`~pagedkv_edu.core.block_manager.BlockManager` 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import torch
 
-from ..core.block_manager import BlockManager
+from ..attention.kv_cache import HostKVCache, PagedKVCache, StepMetadata, copy_blocks_between
+from ..checks import is_whole
+from ..core.block_manager import BlockCopies, BlockManager
 from ..core.block_pool import OutOfBlocksError
 from ..core.block_table import blocks_needed
-from ..attention.kv_cache import PagedKVCache, StepMetadata
-from ..model.llama import Llama
+from ..core.request import Request
 from ..core.scheduler import ScheduledSeq, ScheduledStep
-from ..attention.kv_cache import HostKVCache, copy_blocks_between
+from ..model.llama import Llama
 
 
 class BlockTableRows:
@@ -32,8 +34,7 @@ class BlockTableRows:
 
     def __init__(self, width: int) -> None:
         self.table = torch.full((8, width), -1, dtype=torch.int32)
-        self.order: list[Hashable] = []          # order[i] is the sequence whose table is row i
-        self.lengths: dict[Hashable, int] = {}   # the ids written in each row
+        self.order: list[Hashable] = []          # order[i] is the sequence whose table is row i; -1 pads a row
 
     def arrange(self, seq_ids: Sequence[Hashable]) -> None:
         """Put ``seq_ids`` in rows ``0..n-1``, in order (a new sequence gets an empty row); the rest keep theirs after."""
@@ -58,11 +59,11 @@ class BlockTableRows:
         if s.new_block_ids:
             end = s.first_new_block + len(s.new_block_ids)
             self.table[row, s.first_new_block:end] = torch.tensor(s.new_block_ids, dtype=torch.int32)
-            self.lengths[s.seq.seq_id] = end
 
     def ids(self, seq_id: Hashable) -> list[int]:
-        """A sequence's row as a list (for tests and pictures)."""
-        return self.table[self.order.index(seq_id), :self.lengths.get(seq_id, 0)].tolist()
+        """A sequence's row as a list, up to its padding (for tests and pictures)."""
+        row = self.table[self.order.index(seq_id)].tolist()
+        return row[:row.index(-1)] if -1 in row else row
 
     def release(self, seq_id: Hashable) -> None:
         """The sequence left the running batch (finished or preempted): the rows after it move up one."""
@@ -72,7 +73,6 @@ class BlockTableRows:
         self.table[row:n - 1] = self.table[row + 1:n].clone()
         self.table[n - 1] = -1
         del self.order[row]
-        self.lengths.pop(seq_id, None)
 
 
 class ModelRunner:
@@ -85,6 +85,17 @@ class ModelRunner:
         self.host_cache = host_cache     # where swapped-out blocks live (preemption by swap)
         self.device = model.device
         self.tables = BlockTableRows(blocks_needed(max_seq_len, kv_cache.block_size))
+
+    @classmethod
+    def for_model(cls, model: Llama, config: Any, memory: Any) -> "ModelRunner":
+        """A runner with a K/V cache of ``memory``'s blocks (and host blocks for its swap space), per ``config``."""
+        cfg, num_blocks, size = model.config, memory.pool.num_blocks, memory.block_size
+        cache = PagedKVCache.for_model(cfg, num_blocks, size, dtype=model.dtype, device=model.device,
+                                       backend=config.backend, check=False)
+        swap = getattr(memory, "swap", None)
+        host = None if swap is None else HostKVCache(cfg.num_layers, swap.pool.num_blocks, size, cfg.num_kv_heads,
+                                                     cfg.head_dim, model.dtype)
+        return cls(model, cache, config.max_seq_len, host)
 
     def release(self, seq_id: Hashable) -> None:
         self.tables.release(seq_id)
@@ -103,61 +114,59 @@ class ModelRunner:
 
         ``input_ids`` are the step's new tokens, sequence after sequence, in ``step.scheduled`` order.
         """
-        with torch.profiler.record_function(f"pagedkv.step.{step_kind(step)}"):   # a label for serve-bench's profile
-            self.apply_copies(step)
+        with torch.profiler.record_function(f"pagedkv.step.{step.kind}"):   # a label for serve-bench's profile
+            self.apply_copies(step.copies)
             meta = self.prepare(step)
             tokens = torch.tensor(input_ids, dtype=torch.int64).to(self.device, non_blocking=True)
             return self.model(tokens, meta, self.kv_cache)
 
-    def apply_copies(self, step: ScheduledStep) -> None:
+    def apply_copies(self, copies: BlockCopies) -> None:
         """Swap out, copy on write, swap in: every source is read before a later copy can overwrite it."""
         cache = self.kv_cache
-        if step.swap_out or step.swap_in:
+        if copies.swap_out or copies.swap_in:
             assert self.host_cache is not None, "a swap needs the runner's host cache"
             device, host = cache.k_caches + cache.v_caches, self.host_cache.k_caches + self.host_cache.v_caches
-        if step.swap_out:
-            copy_blocks_between(device, host, step.swap_out)
-        if step.copies:
-            cache.copy_blocks(step.copies)   # the shipped kernels, never a reader's attention function
-        if step.swap_in:
-            copy_blocks_between(host, device, step.swap_in)
+        if copies.swap_out:
+            copy_blocks_between(device, host, copies.swap_out)
+        if copies.copy:
+            cache.copy_blocks(copies.copy)   # the shipped kernels, never a reader's attention function
+        if copies.swap_in:
+            copy_blocks_between(host, device, copies.swap_in)
 
 
-def step_kind(step: ScheduledStep) -> str:
-    """"decode" (every sequence brings one token), "prefill" (none does) or "mixed"."""
-    ones = sum(s.num_new_tokens == 1 and not s.is_prefill for s in step.scheduled)
-    return "decode" if ones == len(step.scheduled) else "prefill" if ones == 0 else "mixed"
-
-
-def plan_step(manager: BlockManager, seq_ids: Sequence[Hashable], query_lens: Sequence[int],
+def plan_step(manager: BlockManager, seqs: Sequence[Request], query_lens: Sequence[int],
               device: torch.device | str = "cpu") -> StepMetadata:
-    """Grow each sequence by its new tokens in ``manager`` (admitting new ones) and describe the step.
+    """Give each sequence its next ``query_lens`` tokens in ``manager`` (admitting new ones) and describe the step.
 
-    Chapter 5's way to drive a :class:`~pagedkv_edu.attention.kv_cache.PagedKVCache` by hand. Checks that
-    every sequence fits before allocating anything: a refused step leaves the pool as it was.
+    Chapter 5's way to drive a :class:`~pagedkv_edu.attention.kv_cache.PagedKVCache` by hand, playing
+    the scheduler: it advances each record's ``num_computed_tokens``. Checks that every sequence
+    fits before allocating anything: a refused step leaves the pool and the records as they were.
     """
-    if len(seq_ids) != len(query_lens) or not seq_ids:
-        raise ValueError(f"need one query length per sequence and at least one sequence; got {len(seq_ids)} "
+    if len(seqs) != len(query_lens) or not seqs:
+        raise ValueError(f"need one query length per sequence and at least one sequence; got {len(seqs)} "
                          f"sequences and {len(query_lens)} lengths")
-    if len(set(seq_ids)) != len(seq_ids):
-        raise ValueError(f"a sequence appears twice in one step: {list(seq_ids)}")
+    if len({id(s) for s in seqs}) != len(seqs):
+        raise ValueError(f"a sequence appears twice in one step: {[s.seq_id for s in seqs]}")
     need = 0
-    for sid, n in zip(seq_ids, query_lens):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"sequence {sid!r}: a step must bring at least one token, got {n!r}")
-        table = manager.tables.get(sid)
-        total = n + (table.num_tokens if table else 0)
-        if manager.max_seq_len is not None and total > manager.max_seq_len:
-            raise ValueError(f"sequence {sid!r}: {total} tokens exceed max_seq_len={manager.max_seq_len}")
-        need += manager.blocks_to_grow(sid, n) if table else blocks_needed(n, manager.block_size)
+    for seq, n in zip(seqs, query_lens):
+        if not is_whole(n) or n < 1:
+            raise ValueError(f"sequence {seq.seq_id!r}: a step must bring at least one token, got {n!r}")
+        total = seq.num_computed_tokens + n
+        if total > seq.num_tokens:
+            raise ValueError(f"sequence {seq.seq_id!r} has {seq.num_tokens} tokens; {seq.num_computed_tokens} are "
+                             f"computed, so it cannot bring {n}: append its next token first")
+        if not manager.fits(total):
+            raise ValueError(f"sequence {seq.seq_id!r}: {total} tokens can never be held (max_seq_len="
+                             f"{manager.max_seq_len}, {manager.pool.num_blocks} blocks)")
+        need += manager.blocks_to_grow(seq, n) if seq in manager else blocks_needed(total, manager.block_size)
     if need > manager.pool.num_free:
         raise OutOfBlocksError(f"this step needs {need} new blocks but the pool has {manager.pool.num_free} of "
                                f"{manager.pool.num_blocks} free")
-    for sid, n in zip(seq_ids, query_lens):
-        if sid in manager.tables:
-            manager.grow(sid, n)
-        else:
-            manager.admit(sid, n)
-    tables = [manager.table(sid) for sid in seq_ids]
-    return StepMetadata.build(seq_ids, [t.num_tokens for t in tables], query_lens, device,
-                              [t.block_ids for t in tables], manager.block_size)
+    for seq, n in zip(seqs, query_lens):
+        granted = manager.grow(seq, n) if seq in manager else manager.admit(seq, n)
+        if granted is None:     # the watermark: counted above only when nothing else holds memory
+            raise OutOfBlocksError(f"sequence {seq.seq_id!r}: admitting {n} tokens would break the manager's "
+                                   f"watermark of {manager.watermark_blocks} free blocks")
+        seq.num_computed_tokens += n
+    return StepMetadata.build([s.seq_id for s in seqs], [s.num_computed_tokens for s in seqs], query_lens, device,
+                              [manager.block_ids(s) for s in seqs], manager.block_size)

@@ -1,23 +1,20 @@
 """What the engine's loop asks of whatever computes a step (chapter 6).
 
 :class:`~pagedkv_edu.engine.model_runner.ModelRunner` runs the model and returns logits to
-sample from; the simulator's stand-in (:class:`StandInRunner`) runs
-nothing and returns each row's next token itself. :class:`~pagedkv_edu.engine.engine.LLMEngine`
-drives either, through one ``step``: :func:`~pagedkv_edu.sim.simulate.simulate` and
-:func:`~pagedkv_edu.sim.batching.serve` are the engine with a :class:`StandInRunner`.
+sample from; the simulator's stand-in (:class:`StandInRunner`) runs nothing and returns each
+row's next token itself. :class:`~pagedkv_edu.engine.engine.LLMEngine` drives either through one
+``step``: :func:`~pagedkv_edu.sim.simulate.simulate` is the engine with a :class:`StandInRunner`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Protocol, Union, runtime_checkable
-
-import torch
+from typing import Any, Protocol, Union, runtime_checkable
 
 from ..core.scheduler import ScheduledStep
 
-RunnerOutput = Union[torch.Tensor, Sequence[int]]
-"""Logits, one row per scheduled sequence, or (a stand-in) one token per scheduled sequence."""
+RunnerOutput = Union[Any, list[int]]
+"""Logits (a tensor, one row per scheduled sequence), or (a stand-in) one token per scheduled sequence."""
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""Sampling parameters and the per-request sampler.
+"""The per-request sampler; the parameters it reads (``SamplingParams``) live on the record, in :mod:`pagedkv_edu.core.request`.
 
 Each request carries its own ``torch.Generator`` seeded from its parameters, so the tokens a
 request samples do not depend on which other requests happened to share its batches: the
@@ -12,37 +12,11 @@ those of a lone request seeded ``s + i``. Forking changes the memory, never the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from ..checks import check_whole
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """What a request asks for. ``temperature == 0`` is greedy decoding."""
-
-    max_tokens: int = 64
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False
-    n: int = 1                 # completions of the same prompt (parallel sampling, chapter 7)
-
-    def __post_init__(self) -> None:
-        check_whole("n (the number of completions)", self.n, 1)
-        check_whole("max_tokens", self.max_tokens)
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        if any(not s for s in self.stop):
-            raise ValueError(f"stop strings must be non-empty, got {self.stop!r}")
+from ..core.request import SamplingParams
 
 
 def make_generator(params: SamplingParams, request_id: int, engine_seed: int, index: int = 0) -> torch.Generator:
@@ -84,3 +58,13 @@ def sample_rows(logits: torch.Tensor, rows: Sequence[tuple[int, SamplingParams, 
         if params.temperature != 0:
             tokens[i] = sample_token(logits[row], params, generator)
     return tokens
+
+
+def sample_tokens(out: torch.Tensor | Sequence[int], rows: Sequence[tuple[int, Any]],
+                  keep_logprobs: bool = False) -> tuple[list[int], torch.Tensor | None]:
+    """A token for each ``(row, request)``: sampled from the row's logits with the request's params and
+    generator, or (a stand-in runner's output, a token per row) read off; and the rows' log-probs if kept."""
+    if not isinstance(out, torch.Tensor):
+        return [out[row] for row, _ in rows], None
+    tokens = sample_rows(out, [(row, r.params, r.generator) for row, r in rows])
+    return tokens, torch.log_softmax(out.float(), dim=-1).cpu() if keep_logprobs else None

@@ -153,9 +153,9 @@ def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_to
     too_big = [r.request_id for r in reqs if -(-r.final_len // block_size) > num_blocks]
     if too_big:
         raise ValueError(f"requests {too_big} can never fit in {num_blocks} blocks of {block_size}")
-    engine = LLMEngine.over(BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks), StandInRunner(),
-                            max_seq_len=num_blocks * block_size, max_num_seqs=max_num_seqs,
-                            max_num_batched_tokens=max_num_batched_tokens, keep_history=False)
+    engine = LLMEngine(StandInRunner(), memory=BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks),
+                       max_seq_len=num_blocks * block_size, max_num_seqs=max_num_seqs,
+                       max_num_batched_tokens=max_num_batched_tokens, keep_history=False)
     result = BatchingResult(mode, max_num_seqs, max_num_batched_tokens, cost)
     result.requests = [RequestTimes(r.request_id, r.prompt_len, 0.0) for r in reqs]
     times: list[RequestTimes] = []    # by the engine's request id, in the order handed over

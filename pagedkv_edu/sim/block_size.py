@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.block_manager import BlockManager
+from ..core.request import Request as Record
 from ..core.block_table import blocks_needed
 from .simulate import simulate
 from ..workload import MAX_SEQ_LEN, Request, prompt_token_ids
@@ -76,14 +77,12 @@ def prefix_hit_tokens(requests: Sequence[Request], block_size: int, *, vocab_siz
     hit shrinks to ``floor(shared / B) * B`` tokens, and to nothing once a block is larger
     than the shared prefix.
     """
-    prompts = [prompt_token_ids(r, vocab_size, seed) for r in requests]
-    manager = BlockManager(max(blocks_needed(len(p), block_size) for p in prompts) * 2, block_size,
+    prompts = [Record(i, prompt_token_ids(r, vocab_size, seed)) for i, r in enumerate(requests)]
+    manager = BlockManager(max(blocks_needed(p.num_tokens, block_size) for p in prompts) * 2, block_size,
                            enable_prefix_caching=True)
-    manager.admit("first", len(prompts[0]), prompts[0])
-    manager.mark_computed("first", prompts[0])
-    manager.release("first")
+    manager.admit(prompts[0], prompts[0].num_tokens)   # computed: its full blocks are cached
+    manager.release(prompts[0])
     hits = []
-    for i, ids in enumerate(prompts[1:], start=1):
-        hits.append(manager.admit(i, len(ids), ids))
-        manager.release(i)          # never computed: its own blocks are not cached
+    for seq in prompts[1:]:
+        hits.append(manager.lookup(seq).num_tokens)   # found, without taking memory
     return statistics.fmean(hits)

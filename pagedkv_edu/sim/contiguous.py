@@ -15,7 +15,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.block_manager import MemoryUsage
+from ..core.block_manager import BlockCopies, MemoryUsage
+from ..core.prefix_cache import NO_HIT, PrefixHit
 from ..checks import check_whole
 
 RESERVE_POLICIES = ("max", "pow2", "oracle")
@@ -239,62 +240,54 @@ def make_arena(capacity: int, allocator: str = "first-fit") -> ContiguousArena:
 
 
 class ContiguousMemory:
-    """The scheduler's memory as one reservation per sequence in ``arena``, of ``reservation(seq_id, num_tokens)`` slots.
+    """The scheduler's memory as one reservation per sequence in ``arena``, of ``reservation(seq)`` slots.
 
-    No blocks, so no sharing: a prefix cache, fork and swap need block tables.
+    The same calls as the block manager's (:class:`~pagedkv_edu.core.protocols.KVMemory`), with no
+    blocks, so no sharing: a prefix cache, fork and swap need block tables. The token counts are
+    the records'.
     """
 
     swap = None
+    prefix_cache = None
 
-    def __init__(self, arena: ContiguousArena, reservation: Callable[[Hashable, int], int]) -> None:
+    def __init__(self, arena: ContiguousArena, reservation: Callable[[Any], int]) -> None:
         self.arena = arena
         self.reservation = reservation
-        self.lengths: dict[Hashable, int] = {}
+        self.held: list[Any] = []          # the records holding a reservation, in admission order
 
-    def fits_ever(self, num_tokens: int) -> bool:
-        return num_tokens <= self.arena.capacity
+    def fits(self, num_tokens: int) -> bool:
+        return num_tokens <= self.arena.max_allocation
 
-    def block_hashes(self, seq: Any) -> None:
-        return None
+    def lookup(self, seq: Any) -> PrefixHit:
+        return NO_HIT
 
-    def cached_prefix(self, token_ids: Sequence[int] | None, hashes: Sequence[bytes] | None = None) -> int:
-        return 0
-
-    def can_admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None,
-                  hashes: Sequence[bytes] | None = None) -> bool:
-        size = self.reservation(seq_id, num_tokens)
-        return num_tokens <= size and self.arena.fits(size)
-
-    def admit(self, seq_id: Hashable, num_tokens: int, token_ids: Sequence[int] | None = None,
-              hashes: Sequence[bytes] | None = None) -> int:
-        self.arena.allocate(seq_id, self.reservation(seq_id, num_tokens))
-        self.lengths[seq_id] = num_tokens
-        return 0
-
-    def can_grow(self, seq_id: Hashable, n: int = 1) -> bool:
-        return self.lengths[seq_id] + n <= self.arena.extent(seq_id).size
-
-    def grow(self, seq_id: Hashable, n: int = 1) -> list[int]:
-        if not self.can_grow(seq_id, n):
-            raise ValueError(f"sequence {seq_id!r} has filled its reservation of {self.arena.extent(seq_id).size} slots")
-        self.lengths[seq_id] += n
+    def admit(self, seq: Any, num_new_tokens: int, hit: PrefixHit = NO_HIT) -> list[int] | None:
+        size = self.reservation(seq)
+        if num_new_tokens > size or not self.arena.fits(size):
+            return None
+        self.arena.allocate(seq.seq_id, size)
+        self.held.append(seq)
         return []
 
-    def scheduled(self, seq: Any, start: int = 0) -> None:
-        pass
+    def grow(self, seq: Any, num_new_tokens: int) -> list[int] | None:
+        return [] if seq.num_computed_tokens + num_new_tokens <= self.arena.extent(seq.seq_id).size else None
 
-    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+    def fork(self, parent: Any, child: Any) -> None:
         raise ValueError("a contiguous reservation cannot be shared: forking needs paged memory")
 
-    def release(self, seq_id: Hashable) -> None:
-        self.arena.release(seq_id)
-        del self.lengths[seq_id]
-
-    def take_copies(self) -> list[tuple[int, int]]:
+    def release(self, seq: Any) -> list[int]:
+        self.arena.release(seq.seq_id)
+        self.held.remove(seq)
         return []
 
-    def block_ids(self, seq_id: Hashable) -> None:
-        return None
+    def swap_out(self, seq: Any) -> bool:
+        return False
+
+    def take_copies(self) -> BlockCopies:
+        return BlockCopies()
+
+    def block_ids(self, seq: Any) -> list[int]:
+        return []
 
     def usage(self) -> MemoryUsage:
-        return MemoryUsage(sum(self.lengths.values()), self.arena.reserved, self.arena.capacity)
+        return MemoryUsage(sum(s.num_computed_tokens for s in self.held), self.arena.reserved, self.arena.capacity)

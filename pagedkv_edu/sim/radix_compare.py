@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.block_manager import BlockManager
 from ..core.block_pool import FREE_ORDERS, FreeOrder
+from ..core.request import Request as Record
 from ..specs import hit_rate
 from ..checks import check_whole
 from .radix_cache import RadixCache, RadixNode
@@ -60,13 +61,17 @@ def replay_hash_chain(prompts: Sequence[Sequence[int]], block_size: int, capacit
     _check(prompts, capacity_tokens, max_running)
     manager = BlockManager(capacity_tokens // block_size, block_size, enable_prefix_caching=True)
     set_free_order(manager, free_order)
-    running: deque[int] = deque()
+    running: deque[Record] = deque()
     hits = 0
     for i, prompt in enumerate(prompts):
-        while running and (len(running) >= max_running or not manager.can_admit(i, len(prompt), prompt)):
+        seq = Record(i, list(prompt))
+        while len(running) >= max_running:
             manager.release(running.popleft())
-        hits += manager.admit(i, len(prompt), prompt)
-        running.append(i)
+        hit = manager.lookup(seq)
+        while manager.admit(seq, seq.num_tokens - hit.num_tokens, hit) is None:
+            manager.release(running.popleft())      # the oldest finishes; its cached blocks stay findable
+        hits += hit.num_tokens
+        running.append(seq)
     cache = manager.prefix_cache
     assert cache is not None
     held = manager.pool.num_used + len(cache.cached_free_blocks())

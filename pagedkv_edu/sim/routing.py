@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core.block_manager import BlockManager
 from ..core.block_table import blocks_needed
+from ..core.request import Request as Record
 from ..specs import hit_rate
 from ..checks import check_whole
 from .routing_workloads import TimedRequest
@@ -91,12 +92,12 @@ class Replica:
         self.cost = cost
         self.busy_until = 0.0                          # the end of the last prefill admitted
         self.outcomes: list[Outcome] = []
-        self._live: list[tuple[float, int]] = []       # (finish_ms, request_id): holding blocks
+        self._live: list[tuple[float, int, Record]] = []   # (finish_ms, request_id, its record): holding blocks
         self._groups: dict[str, tuple[int, ...]] = {}  # each group seen: its first block and one token
 
     def cached_tokens(self, prompt: Sequence[int]) -> int:
         """Prompt tokens this replica's cache would give a request admitted next (its queue ahead of it included)."""
-        return self.manager.prefix_cache.lookup(prompt).num_tokens     # type: ignore[union-attr]
+        return self.manager.lookup(Record(None, list(prompt))).num_tokens
 
     def load(self, now_ms: float) -> int:
         """Requests routed here and not finished at ``now_ms``: waiting, prefilling or decoding."""
@@ -123,26 +124,34 @@ class Replica:
             start = max(start, self._live[0][0])
             self._release(start)
         rid = request.request_id
-        hit = manager.admit(rid, request.prompt_len, request.prompt)
-        manager.grow(rid, len(request.output))
-        manager.mark_computed(rid, request.prompt + request.output)
+        seq = Record(rid, list(request.prompt))
+        hit = manager.lookup(seq)
+        granted = manager.admit(seq, request.prompt_len - hit.num_tokens, hit)
+        assert granted is not None, "counted above"
+        seq.num_computed_tokens = request.prompt_len
+        seq.output_token_ids += request.output     # its reply: a chat's next turn may find it
+        manager.grow(seq, len(request.output))
+        seq.num_computed_tokens = seq.num_tokens
+        hit = hit.num_tokens
         first = start + (request.prompt_len - hit) * self.cost.prefill_ms_per_token
         finish = first + len(request.output) * self.cost.decode_ms_per_token
         self.busy_until = first
-        heapq.heappush(self._live, (finish, rid))
+        heapq.heappush(self._live, (finish, rid, seq))
         self._groups.setdefault(request.group, request.prompt[:manager.block_size + 1])
         outcome = Outcome(rid, index, request.arrival_ms, start, first, finish, request.prompt_len, hit)
         self.outcomes.append(outcome)
         return outcome
 
     def _blocks_for(self, request: TimedRequest) -> int:
-        size = self.manager.block_size
-        grow = blocks_needed(request.prompt_len + len(request.output), size) - blocks_needed(request.prompt_len, size)
-        return self.manager.blocks_to_admit(request.prompt_len, request.prompt) + grow
+        """Free blocks the request takes for its prompt and reply: new ones, and cached free ones it revives."""
+        manager, size = self.manager, self.manager.block_size
+        hit = manager.lookup(Record(None, list(request.prompt)))
+        revived = sum(1 for b in hit.block_ids if manager.pool.ref_counts[b] == 0)
+        return blocks_needed(request.prompt_len + len(request.output), size) - len(hit.block_ids) + revived
 
     def _release(self, now_ms: float) -> None:
         while self._live and self._live[0][0] <= now_ms:
-            self.manager.release(heapq.heappop(self._live)[1])
+            self.manager.release(heapq.heappop(self._live)[2])
 
 
 def _check_fits(request: TimedRequest, num_blocks: int, block_size: int) -> None:

@@ -19,7 +19,8 @@ from typing import Any
 from ..core.block_manager import BlockManager
 from ..core.block_table import blocks_needed
 from ..checks import check_whole
-from ..engine.beam import BeamSearchParams, beam_search
+from ..core.request import Request as Record
+from ..engine.beam import BeamSearchParams, beam_search, regroup
 from ..runtime import versions
 from ..workload import MAX_SEQ_LEN, Request
 
@@ -100,37 +101,37 @@ def beam_blocks(prompt_len: int, genealogy: Genealogy, block_size: int) -> Sampl
     """Replay a beam search's genealogy on the block manager and count blocks at every step.
 
     Step 1 forks the prefilled prompt into the first beams (its parents are all 0). At every
-    later step the beams nobody chose are freed, a parent chosen ``c`` times continues itself
-    and forks ``c - 1`` children, and every beam appends its token (copy-on-write on a shared,
-    partly filled last block). The comparison is beams that each keep a full copy.
+    step :func:`~pagedkv_edu.engine.beam.regroup` (the engine's own rule) frees the beams nobody
+    chose and forks the parents chosen more than once; then every beam appends its token
+    (copy-on-write on a shared, partly filled last block). The comparison is beams that each
+    keep a full copy.
     """
     check_whole("prompt_len", prompt_len, 1)
     if not genealogy or any(p != 0 for p in genealogy[0]):
         raise ValueError("a genealogy starts with the fork of the prompt: its first step's parents are all 0")
     width = max(len(step) for step in genealogy)
     manager = BlockManager(width * blocks_needed(prompt_len + len(genealogy), block_size) + width, block_size)
-    manager.admit(0, prompt_len)
-    live, next_id = [0], 1
+    first = Record(0, None, num_prompt_tokens=prompt_len)
+    manager.admit(first, prompt_len)
+    first.num_computed_tokens = prompt_len
+    live, ids = [first], iter(range(1, 1 << 62))
     shared, independent, copies = [], [], 0
+
+    def fork(parent: Record) -> Record:
+        child = parent.fork(next(ids), 0)
+        manager.fork(parent, child)
+        child.num_computed_tokens = parent.num_computed_tokens
+        return child
+
     for step, parents in enumerate(genealogy, 1):
         if not parents or any(not 0 <= p < len(live) for p in parents):
             raise ValueError(f"step {step}: parents {list(parents)} must index the {len(live)} beams of step {step - 1}")
-        for i, seq in enumerate(live):
-            if i not in parents:
-                manager.release(seq)
-        new, seen = [], set()
-        for p in parents:
-            if p in seen:
-                manager.fork(live[p], next_id)
-                new.append(next_id)
-                next_id += 1
-            else:
-                seen.add(p)
-                new.append(live[p])
-        live = new
-        for seq in live:
-            manager.grow(seq)
-        copies += len(manager.take_copies())
+        live = regroup(live, parents, manager.release, fork)
+        for seq in live:                  # every beam's new token needs a slot (copy-on-write included)
+            seq.output_token_ids.append(0)
+            manager.grow(seq, 1)
+            seq.num_computed_tokens += 1
+        copies += len(manager.take_copies().copy)
         shared.append(manager.pool.num_used)
         independent.append(len(live) * blocks_needed(prompt_len + step, block_size))
     return SamplingMemory(shared, independent, copies)

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 from ..core.block_manager import BlockManager
 from ..core.block_table import blocks_needed
-from ..specs import hit_rate, utilisation
+from ..specs import utilisation
 from ..checks import check_whole
 from .contiguous import ALLOCATORS, ContiguousArena, ContiguousMemory, make_arena, reservation_size
 from ..engine.engine import LLMEngine
 from ..engine.runner import StandInRunner
 from ..core.request import Request as SeqRecord
 from ..engine.sampling import SamplingParams
-from ..core.scheduler import POLICIES, PREEMPTION_MODES, ScheduledStep
+from ..core.scheduler import PREEMPTION_MODES, ScheduledStep, TokenCounts
+from ..engine.config import POLICIES
 from ..core.swap import SwapSpace
 from .preemption_cost import Hardware
 from ..workload import MAX_SEQ_LEN, Request, prompt_token_ids
@@ -85,10 +87,7 @@ class SimResult:
     preemptions: int = 0
     arena_snapshots: dict[int, list[ArenaSlice]] = field(default_factory=dict)
     prefix_caching: bool = False
-    prompt_tokens: int = 0          # every prompt once, at its first admission
-    prefill_tokens: int = 0         # tokens the prefills computed, recomputation after preemption included
-    hit_tokens: int = 0             # prompt tokens found in the prefix cache at first admission
-    resumed_hit_tokens: int = 0     # a preempted request finding its own blocks again (not sharing)
+    tokens: TokenCounts = field(default_factory=TokenCounts)   # the scheduler's prefill counters at the end
     evictions: int = 0              # cached blocks reused for other content
     allocator: str | None = None    # the contiguous arena's allocator (first-fit or buddy)
     preemption_mode: str = "recompute"
@@ -138,12 +137,13 @@ class SimResult:
     @property
     def prefix_hit_rate(self) -> float:
         """Share of prompt tokens the prefix cache supplied, each prompt once (not ``resumed_hit_tokens``)."""
-        return hit_rate(self.hit_tokens, self.prompt_tokens)
+        return self.tokens.prefix_hit_rate
 
     @property
     def recomputed_tokens(self) -> int:
         """Prefill tokens computed again after preemptions (prefill less the prompts' own, less prefix hits)."""
-        return self.prefill_tokens - (self.prompt_tokens - self.hit_tokens)
+        t = self.tokens
+        return t.prefill_tokens - (t.prompt_tokens - t.prefix_hit_tokens)
 
     @property
     def mean_queue_delay(self) -> float:
@@ -159,9 +159,10 @@ class SimResult:
 
     def summary(self) -> dict[str, object]:
         """The figures the CLI and the notebooks print."""
-        cache = {"prefix_caching": {"hit_rate": round(self.prefix_hit_rate, 4), "hit_tokens": self.hit_tokens,
-                                    "prompt_tokens": self.prompt_tokens, "prefill_tokens": self.prefill_tokens,
-                                    "resumed_hit_tokens": self.resumed_hit_tokens, "evictions": self.evictions}}
+        t = self.tokens
+        cache = {"prefix_caching": {"hit_rate": round(self.prefix_hit_rate, 4), "hit_tokens": t.prefix_hit_tokens,
+                                    "prompt_tokens": t.prompt_tokens, "prefill_tokens": t.prefill_tokens,
+                                    "resumed_hit_tokens": t.resumed_hit_tokens, "evictions": self.evictions}}
         return {
             "policy": self.policy,
             "block_size": self.block_size,
@@ -260,7 +261,7 @@ def simulate(
     else:
         arena = make_arena(kv_budget_tokens, allocator)
         reservations = {i: reservation_size(r.prompt_len, r.output_len, max_seq_len, reserve) for i, r in enumerate(reqs)}
-        memory = ContiguousMemory(arena, lambda seq_id, _num_tokens: reservations[seq_id])
+        memory = ContiguousMemory(arena, lambda seq: reservations[seq.seq_id])
         capacity = kv_budget_tokens
         too_big = [reqs[i].request_id for i, size in reservations.items() if size > arena.max_allocation]
     if too_big:
@@ -287,9 +288,9 @@ def simulate(
                 ArenaSlice(reqs[e.owner].request_id, e.start, e.size, by_id[e.owner].num_computed_tokens,
                            _kv_len(by_id[e.owner])) for e in arena.extents]
 
-    engine = LLMEngine.over(memory, StandInRunner(vocab_size, measure), max_seq_len=max_seq_len, policy=policy,
-                            max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode,
-                            keep_history=False)
+    engine = LLMEngine(StandInRunner(vocab_size, measure), memory=memory, max_seq_len=max_seq_len, policy=policy,
+                       max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode,
+                       keep_history=False)
     pending = deque(enumerate(reqs))
     for step in range(max_steps):
         clock[0] = step
@@ -314,10 +315,8 @@ def simulate(
             if record.admit_step is None:   # asked for no tokens: done on arrival
                 record.admit_step = step
         if not (pending or engine.has_unfinished):
-            counts = engine.scheduler.counts
             result.preemptions = engine.scheduler.num_preemptions
-            result.prompt_tokens, result.hit_tokens = counts.prompt_tokens, counts.prefix_hit_tokens
-            result.resumed_hit_tokens, result.prefill_tokens = counts.resumed_hit_tokens, counts.prefill_tokens
+            result.tokens = dataclasses.replace(engine.scheduler.counts)
             if manager is not None and manager.prefix_cache is not None:
                 result.evictions = manager.prefix_cache.num_evictions
             if memory.swap is not None:

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 from ..core.block_manager import BlockManager
 from ..core.block_pool import BlockPool
 from ..checks import check_whole, is_whole
 from ..engine.engine import LLMEngine
-from ..core.request import Request
-from ..engine.runner import StandInRunner
-from ..engine.sampling import SamplingParams
+from ..core.request import Request, SamplingParams
 from ..core.scheduler import Scheduler
+from ..engine.runner import StandInRunner
 from .render import request_label
 from .snapshot import Snapshot, snapshot
 
-_PARAMS = SamplingParams(ignore_eos=True)   # the reader decides when a request finishes
+_PARAMS = SamplingParams(max_tokens=1, ignore_eos=True)   # the reader decides when a request finishes: clicks, not
+# the engine's sampling, add its tokens, so the admission check counts the prompt alone
 
 
 class ExplorerState:
@@ -88,30 +89,31 @@ class ExplorerState:
             self._fail(f"{name}: {prompt_tokens} tokens exceed max_seq_len={self.max_seq_len}; not added")
             return None
         need = -(-prompt_tokens // self.block_size)
-        if not self.manager.can_admit(next_id, prompt_tokens):
+        watermark = self.manager.watermark_blocks if self.manager.sequences else 0
+        if need + watermark > self.manager.pool.num_free:
             self._fail(f"{name} needs {need} blocks for {prompt_tokens} tokens but only "
                        f"{self.manager.pool.num_free} are free; not added")
             return None
         request_id = self.engine.add_request([0] * prompt_tokens, _PARAMS)
+        request = self.engine.requests[request_id]
         step, _ = self.engine.forward_step()     # the running are all computed: only the prefill runs
-        assert step.admitted == [self.engine.requests[request_id]], step.admitted
-        self._requests[request_id] = self.engine.requests[request_id]
-        table = self.manager.table(request_id)
-        self._note(f"add {name}: {prompt_tokens} tokens in blocks {table.block_ids}")
+        assert step.admitted == [request], step.admitted
+        self._requests[request_id] = request
+        self._note(f"add {name}: {prompt_tokens} tokens in blocks {self.manager.block_ids(request)}")
         return request_id
 
     def decode_step(self) -> bool:
         """Grow every live request by one token, or none of them."""
         if not self._requests:
             return self._fail("nothing to decode: add a request first")
-        too_long = [rid for rid, t in self.manager.tables.items()
-                    if self.max_seq_len is not None and t.num_tokens + 1 > self.max_seq_len]
+        live = self.manager.sequences
+        too_long = [s.seq_id for s in live if self.max_seq_len is not None and s.num_tokens + 1 > self.max_seq_len]
         if too_long:
             names = ", ".join(request_label(r) for r in too_long)
             return self._fail(f"decode step refused: {names} reached max_seq_len={self.max_seq_len}; "
                               f"finish it first. Nothing changed.")
-        need = self.manager.blocks_to_grow_all()   # copy-on-write blocks included
-        growing, total = [rid for rid, n in need.items() if n], sum(need.values())
+        need = _blocks_to_grow_all(self.manager)   # copy-on-write blocks included
+        growing, total = [s.seq_id for s in live if need[s]], sum(need.values())
         free = self.manager.pool.num_free
         if total > free:
             names = ", ".join(request_label(r) for r in growing)
@@ -119,14 +121,14 @@ class ExplorerState:
             return self._fail(f"decode step refused: {names} {needs} but only {free} "
                               f"{'is' if free == 1 else 'are'} free. Nothing changed: finish a request "
                               f"or enlarge the pool.")
-        before = {rid: list(t.block_ids) for rid, t in self.manager.tables.items()}
+        before = {s: self.manager.block_ids(s) for s in live}
         for request in self.scheduler.running:              # each sampled one token: its K/V needs a slot
             self.engine.append_token(request, 0)
         step, _ = self.engine.forward_step()                # grows them in order, copying on write
         assert not step.preempted, "the blocks were counted above"
-        copied = dict((dst, src) for src, dst in step.copies)
-        taken = {rid: [b for i, b in enumerate(self.manager.table(rid).block_ids)
-                       if i >= len(old) or old[i] != b] for rid, old in before.items()}
+        copied = dict((dst, src) for src, dst in step.copies.copy)
+        taken = {s.seq_id: [b for i, b in enumerate(self.manager.block_ids(s)) if i >= len(old) or old[i] != b]
+                 for s, old in before.items()}
         self._step += 1
         new = "; ".join(self._describe_growth(r, ids, copied) for r, ids in taken.items() if ids)
         plural = "s" if len(taken) > 1 else ""
@@ -138,14 +140,15 @@ class ExplorerState:
         if request_id not in self._requests:
             self._not_live("fork", request_id)
             return None
+        held = {s.seq_id for s in self.manager.sequences}
         n = self._forks.get(request_id, 0) + 1
-        while f"{request_label(request_id)}.{n}" in self.manager.tables:   # forked on the manager itself
+        while f"{request_label(request_id)}.{n}" in held:   # forked on the manager itself
             n += 1
         self._forks[request_id] = n
         child = f"{request_label(request_id)}.{n}"
         self._requests[child] = self.engine.fork_sequence(self._requests[request_id], seq_id=child)
-        table = self.manager.table(child)
-        self._note(f"fork {request_label(request_id)} → {child}: shares blocks {table.block_ids}, no block taken")
+        self._note(f"fork {request_label(request_id)} → {child}: shares blocks "
+                   f"{self.manager.block_ids(self._requests[child])}, no block taken")
         return child
 
     def step_n(self, n: int) -> int:
@@ -163,8 +166,9 @@ class ExplorerState:
         """Drop ``request_id``'s reference to each of its blocks (last first); unshared ones go back to the pool."""
         if request_id not in self._requests:
             return self._not_live("finish", request_id)
-        released = self.manager.table(request_id).block_ids[::-1]    # the table returns them last first
-        self.engine.finish_sequence(self._requests.pop(request_id))
+        request = self._requests.pop(request_id)
+        released = self.manager.block_ids(request)[::-1]    # the table returns them last first
+        self.engine.finish_sequence(request)
         freed = [b for b in released if self.manager.pool.is_free(b)]
         kept = [b for b in released if b not in freed]
         text = f"finish {request_label(request_id)}: blocks {freed} back to the free queue"
@@ -191,13 +195,13 @@ class ExplorerState:
             manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
                                         self.max_seq_len)
         # The explorer checks max_seq_len itself, with a message; the engine's own check never fires.
-        self.engine = LLMEngine.over(manager, StandInRunner(), max_seq_len=sys.maxsize)
+        self.engine = LLMEngine(StandInRunner(), memory=manager, max_seq_len=sys.maxsize)
         self._requests: dict[Hashable, Request] = {}
         self._step = 0
         self._forks: dict[Hashable, int] = {}
 
     def _rebuild(self, num_blocks: int, block_size: int, what: str) -> bool:
-        dropped = len(self.manager.tables)
+        dropped = len(self.manager.sequences)
         try:
             self._build(num_blocks, block_size, None)
         except ValueError as exc:
@@ -233,3 +237,22 @@ class ExplorerState:
     def _log(self, text: str) -> None:
         self.events.append(text)
         del self.events[: -self.log_size]
+
+
+def _blocks_to_grow_all(manager: BlockManager) -> dict[Any, int]:
+    """New blocks each held sequence takes when every one grows by one token, in table order.
+
+    A shared, partly filled last block is copied by its holders in turn: each copy drops a
+    reference, so the last holder finds it private and writes in place.
+    """
+    refs: dict[int, int] = {}
+    need: dict[Any, int] = {}
+    for seq in manager.sequences:
+        if seq.num_computed_tokens % manager.block_size == 0:
+            need[seq] = 1
+            continue
+        last = manager.block_ids(seq)[-1]
+        refs.setdefault(last, manager.pool.ref_counts[last])
+        need[seq] = int(refs[last] > 1)
+        refs[last] -= need[seq]
+    return need

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..core.block_manager import BlockManager
+from ..core.block_manager import MemoryUsage, memory_usage
 from ..core.block_pool import BlockPool
 from ..core.block_table import BlockTable
-from ..specs import utilisation
 
 
 @dataclass(frozen=True)
@@ -125,25 +124,31 @@ class Snapshot:
         """Blocks in use by sequences outside this picture."""
         return sum(1 for b in self.blocks if b.state == "other")
 
+    @cached_property
+    def usage(self) -> MemoryUsage:
+        """What the tables hold, by the memory's one definition (:func:`~pagedkv_edu.core.block_manager.memory_usage`)."""
+        return memory_usage(self.block_size, self.num_blocks * self.block_size,
+                            ((t.block_ids, t.num_tokens) for t in self.tables))
+
     @property
     def num_tokens(self) -> int:
         """Tokens stored in the tables' blocks; a shared block's tokens count once."""
-        return sum(b.fill for b in self.blocks if b.owners)
+        return self.usage.stored_tokens
 
     @property
     def allocated_slots(self) -> int:
-        """Slots of the blocks the tables hold."""
-        return self.block_size * sum(1 for b in self.blocks if b.owners)
+        """Slots of the blocks the tables hold (blocks held outside the picture are not counted)."""
+        return self.usage.held_slots
 
     @property
     def waste_slots(self) -> int:
         """Allocated but empty slots: the tails of last blocks (a contiguous reservation's whole tail)."""
-        return self.allocated_slots - self.num_tokens
+        return self.usage.waste_slots
 
     @property
     def waste_fraction(self) -> float:
         """Empty share of the allocated slots: one minus the utilisation."""
-        return 1.0 - utilisation(self.num_tokens, self.allocated_slots)
+        return 1.0 - self.usage.utilisation
 
     def summary(self) -> str:
         """The counters as one line of text (the static picture's text/plain)."""
@@ -154,34 +159,36 @@ class Snapshot:
         return line + (f"; {self.num_other} held by other requests" if self.num_other else "")
 
 
-def snapshot(source: BlockManager | BlockPool, tables: Mapping[Hashable, BlockTable] | None = None,
-             **state: Any) -> Snapshot:
-    """Take the picture of a manager, or of a pool and the tables that point into it.
+def snapshot(source: Any, tables: Mapping[Hashable, BlockTable] | None = None, **state: Any) -> Snapshot:
+    """Take the picture of a block manager, or of a pool and the tables that point into it.
 
     ``state`` fills the rest (the explorer's ``message``, ``is_error``, ``events``; an engine
     step's queues and budget). A pool on its own shows its busy blocks as ``other``: it counts
     references but does not know who holds them.
     """
     cache = None
-    if isinstance(source, BlockManager):
+    if isinstance(source, BlockPool):
+        pool = source
+        views = [TableView(s, t.num_tokens, tuple(t.block_ids), t.block_size) for s, t in (tables or {}).items()]
+    elif isinstance(getattr(source, "pool", None), BlockPool) and hasattr(source, "sequences"):
         if tables is not None:
-            raise ValueError("pass tables only with a BlockPool; a BlockManager brings its own")
-        pool, tables, cache = source.pool, source.tables, source.prefix_cache
-    elif isinstance(source, BlockPool):
-        pool, tables = source, dict(tables or {})
+            raise ValueError("pass tables only with a BlockPool; a block manager brings its own")
+        pool, cache = source.pool, getattr(source, "prefix_cache", None)
+        views = [TableView(seq.seq_id, seq.num_computed_tokens, tuple(source.block_ids(seq)), pool.block_size)
+                 for seq in source.sequences]
     else:
         raise TypeError(f"expected a BlockManager or BlockPool, got {type(source).__name__}")
-    for seq_id, table in tables.items():
-        if table.block_size != pool.block_size:
-            raise ValueError(f"table {seq_id!r} has block_size {table.block_size}, the pool {pool.block_size}")
-        outside = [b for b in table.block_ids if not 0 <= b < pool.num_blocks]
+    for view in views:
+        if view.block_size != pool.block_size:
+            raise ValueError(f"table {view.seq_id!r} has block_size {view.block_size}, the pool {pool.block_size}")
+        outside = [b for b in view.block_ids if not 0 <= b < pool.num_blocks]
         if outside:
-            raise IndexError(f"table {seq_id!r} points at block {outside[0]}, outside a pool of {pool.num_blocks}")
+            raise IndexError(f"table {view.seq_id!r} points at block {outside[0]}, outside a pool of {pool.num_blocks}")
     return Snapshot(
         block_size=pool.block_size,
         ref_counts=tuple(pool.ref_counts),
         free_order=tuple(pool.free_ids()),
-        tables=tuple(TableView(s, t.num_tokens, tuple(t.block_ids), t.block_size) for s, t in tables.items()),
+        tables=tuple(views),
         cached=frozenset(b for b in range(pool.num_blocks) if b in cache) if cache is not None else frozenset(),
         **state,
     )

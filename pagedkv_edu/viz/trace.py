@@ -8,7 +8,7 @@ counts per step). Text is decoded on demand, so recording stays cheap. Data, not
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,11 +59,11 @@ class EngineTrace:
         return list(self._sequences)
 
     # --- recording ----------------------------------------------------------------------
-    def record(self, engine: Any, scheduled: Any, copies: Sequence[tuple[int, int]] = ()) -> None:
+    def record(self, engine: Any, scheduled: Any) -> None:
         """Append the frame of the step that just ran: the engine's one call per step.
 
-        ``scheduled`` is the step's ``ScheduledStep``; ``copies`` the copy-on-write pairs the
-        step applied. Reads the engine; changes nothing in it.
+        ``scheduled`` is the step's ``ScheduledStep`` (its copy-on-write pairs included). Reads the
+        engine; changes nothing in it.
         """
         if len(self.frames) >= self.max_frames:
             self.truncated = True
@@ -87,7 +87,7 @@ class EngineTrace:
             admitted=tuple(s.seq_id for s in admitted),
             preempted_now=tuple(s.seq_id for s in scheduled.preempted),
             finished=finished,
-            copies=tuple((int(a), int(b)) for a, b in copies),
+            copies=tuple((int(a), int(b)) for a, b in scheduled.copies.copy),
             num_output=tuple((seq_id, len(seq.output_token_ids)) for seq_id, seq in self._sequences.items()),
             prefill_tokens=sum(s.num_new_tokens for s in scheduled.scheduled if s.is_prefill),
             decode_tokens=sum(s.num_new_tokens for s in scheduled.scheduled if not s.is_prefill),
