@@ -16,7 +16,8 @@ from typing import Any, Sequence
 from .core.block_pool import MAX_NUM_BLOCKS
 from .cli_args import OneLineParser, add_json_flag, whole_number
 from .sim.contiguous import ALLOCATORS, RESERVE_POLICIES
-from .sim.simulate import POLICIES, simulate
+from .engine.config import POLICIES
+from .sim.simulate import simulate
 from .specs import DTYPE_BYTES, format_bytes, get_spec, load_config
 from .workload import MAX_SEQ_LEN, copilot50
 

@@ -1,11 +1,14 @@
-"""BlockManager: a pool plus one block table per live sequence; add, append, finish."""
+"""BlockManager: a pool plus one block table per sequence holding memory; admit, grow, release."""
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 import pytest
 
 from pagedkv_edu.core.block_manager import BlockManager
-from pagedkv_edu.core.block_pool import BlockPool, OutOfBlocksError
+from pagedkv_edu.core.block_pool import BlockPool
+from pagedkv_edu.core.request import Request
 
 
 def manager_state(m: BlockManager) -> tuple:
@@ -14,157 +17,239 @@ def manager_state(m: BlockManager) -> tuple:
             [(sid, list(t.block_ids), t.num_tokens) for sid, t in m.tables.items()])
 
 
+def record(seq_id: Hashable, num_tokens: int) -> Request:
+    """A memory-only sequence of ``num_tokens`` prompt tokens."""
+    return Request(seq_id, None, num_prompt_tokens=num_tokens)
+
+
+def admit(m: BlockManager, seq: Request, n: int) -> list[int] | None:
+    """Admit ``n`` tokens of ``seq`` and, once granted, count them computed (the scheduler's part)."""
+    ids = m.admit(seq, n)
+    if ids is not None:
+        seq.num_computed_tokens += n
+    return ids
+
+
+def grow(m: BlockManager, seq: Request, n: int = 1) -> list[int] | None:
+    """Give ``seq`` ``n`` more tokens, make room for them and, once granted, count them computed."""
+    seq.output_token_ids += [0] * n
+    ids = m.grow(seq, n)
+    if ids is not None:
+        seq.num_computed_tokens += n
+    return ids
+
+
 @pytest.fixture
-def busy() -> BlockManager:
-    """8 blocks of 4 slots, two live sequences and a partly filled last block."""
+def busy() -> tuple[BlockManager, Request, Request]:
+    """8 blocks of 4 slots, two sequences holding memory and a partly filled last block."""
     m = BlockManager(8, 4, max_seq_len=20)
-    m.admit("a", 6)
-    m.admit("b", 3)
-    m.grow("a", 3)
-    return m
+    a, b = record("a", 6), record("b", 3)
+    admit(m, a, 6)
+    admit(m, b, 3)
+    grow(m, a, 3)
+    return m, a, b
 
 
 def test_a_sequence_life_admit_grow_release() -> None:
     m = BlockManager(6, 4, max_seq_len=16)
-    assert m.admit(0, 5) == 0
-    table = m.table(0)
+    seq = record(0, 5)
+    assert admit(m, seq, 5) == [0, 1]                     # the whole table
+    table = m.table(seq)
     assert table.block_ids == [0, 1] and table.fills == [4, 1]
-    assert m.grow(0, 3) == []
-    assert m.grow(0) == [2]
-    assert m.slot_mapping(0) == list(range(9))
-    assert (m.num_tokens, m.waste_slots, m.pool.num_used) == (9, 3, 3)
-    assert m.release(0) == [2, 1, 0]
+    assert grow(m, seq, 3) == []
+    assert grow(m, seq) == [2]
+    assert m.table(seq).slot_mapping() == list(range(9))
+    usage = m.usage()
+    assert (usage.stored_tokens, usage.waste_slots, m.pool.num_used) == (9, 3, 3)
+    assert m.release(seq) == [2, 1, 0]
     assert m.tables == {} and m.pool.num_used == 0 and m.pool.free_ids() == [3, 4, 5, 2, 1, 0]
 
 
 def test_seed_000_through_the_manager() -> None:
     m = BlockManager.over(BlockPool.from_free_order(13, 16, [7, 3, 12]), max_seq_len=2048)
-    m.admit("consultant-1", 41)
-    table = m.table("consultant-1")
+    seq = record("consultant-1", 41)
+    admit(m, seq, 41)
+    table = m.table(seq)
     assert table.block_ids == [7, 3, 12] and table.fills == [16, 16, 9]
-    assert m.grow("consultant-1") == []
-    assert m.slot_mapping("consultant-1", 41, 42) == [12 * 16 + 9]
-    assert m.release("consultant-1") == [12, 3, 7]
+    assert grow(m, seq) == []
+    assert m.table(seq).slot_mapping(41, 42) == [12 * 16 + 9]
+    assert m.release(seq) == [12, 3, 7]
 
 
 def test_seed_004_through_the_manager() -> None:
     m = BlockManager.over(BlockPool.from_free_order(8, 4, [7, 1, 3, 0, 2, 4, 5, 6]))
-    m.admit("r", 7)
-    assert m.block_ids("r") == [7, 1]
-    assert m.grow("r") == [] and m.table("r").fills == [4, 4]
-    assert m.grow("r") == [3] and m.table("r").block_ids == [7, 1, 3]
+    seq = record("r", 7)
+    admit(m, seq, 7)
+    assert m.block_ids(seq) == [7, 1]
+    assert grow(m, seq) == [] and m.table(seq).fills == [4, 4]
+    assert grow(m, seq) == [3] and m.table(seq).block_ids == [7, 1, 3]
 
 
-def test_the_scheduler_questions(busy: BlockManager) -> None:
+def admits_now(m: BlockManager, n: int) -> bool:
+    """Would a new sequence of ``n`` tokens be admitted now? Asked by admitting it and giving its blocks back."""
+    before = manager_state(m)
+    seq = record("c", max(n, 1))
+    ids = m.admit(seq, n)
+    if ids is None:
+        assert manager_state(m) == before        # a refusal changes nothing
+        return False
+    assert len(ids) == -(-n // m.block_size)
+    m.release(seq)
+    return True
+
+
+def test_the_scheduler_questions(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, a, b = busy
     # a: 9 tokens in 3 blocks, b: 3 tokens in 1 block, 4 blocks free.
-    assert busy.pool.num_free == 4
-    assert busy.can_admit("c", 16) and not busy.can_admit("c", 17)
-    busy.watermark_blocks = 1                    # one block kept free for the running ones to grow
-    assert busy.can_admit("c", 12) and not busy.can_admit("c", 13)
-    assert busy.can_grow("b", 1) and busy.can_grow("a", 3 + 16) and not busy.can_grow("a", 3 + 17)
-    assert busy.can_admit("c", 0)
+    assert m.pool.num_free == 4
+    assert admits_now(m, 16) and not admits_now(m, 17)
+    m.watermark_blocks = 1                       # one block kept free for the running ones to grow
+    assert admits_now(m, 12) and not admits_now(m, 13)
+    assert m.blocks_to_grow(a, 3 + 16) == 4 == m.pool.num_free and m.blocks_to_grow(a, 3 + 17) == 5
+    assert admits_now(m, 0)
+    assert grow(m, b, 1) == []                   # growing ignores the watermark: it is kept for this
 
 
-def test_waste_is_the_unfilled_tail_of_each_last_block(busy: BlockManager) -> None:
-    assert busy.waste_slots == sum(t.waste for t in busy.tables.values()) == 3 + 1
-    assert all(t.waste < busy.block_size for t in busy.tables.values())
+def test_waste_is_the_unfilled_tail_of_each_last_block(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, _, _ = busy
+    assert m.usage().waste_slots == sum(t.waste for t in m.tables.values()) == 3 + 1
+    assert all(t.waste < m.block_size for t in m.tables.values())
 
 
 def test_sequence_ids_may_be_any_hashable() -> None:
     m = BlockManager(4, 2)
-    m.admit(("beam", 0), 3)
-    m.admit(7, 1)
-    assert m.table(("beam", 0)).block_ids == [0, 1] and m.table(7).block_ids == [2]
+    beam, seven = record(("beam", 0), 3), record(7, 1)
+    admit(m, beam, 3)
+    admit(m, seven, 1)
+    assert m.table(beam).block_ids == [0, 1] and m.table(seven).block_ids == [2]
+    assert list(m.tables) == [("beam", 0), 7] and m.sequences == [beam, seven]
 
 
 # --- bad input: a clear error naming the value, and no state change ----------------------------
-def test_duplicate_sequence_id_is_refused(busy: BlockManager) -> None:
-    before = manager_state(busy)
-    with pytest.raises(KeyError, match="sequence 'a' is already live"):
-        busy.admit("a", 1)
-    assert manager_state(busy) == before
+def test_admitting_a_sequence_that_holds_blocks_is_refused(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, a, _ = busy
+    before = manager_state(m)
+    with pytest.raises(KeyError, match="sequence 'a' holds blocks already"):
+        m.admit(a, 1)
+    assert manager_state(m) == before
 
 
-def test_a_request_longer_than_max_seq_len_is_refused(busy: BlockManager) -> None:
-    before = manager_state(busy)
-    with pytest.raises(ValueError, match="sequence 'c': 21 tokens exceed max_seq_len=20"):
-        busy.admit("c", 21)
-    with pytest.raises(ValueError, match="sequence 'a': 21 tokens exceed max_seq_len=20"):
-        busy.grow("a", 12)  # 9 + 12
-    assert manager_state(busy) == before
-    busy.grow("a", 11)  # exactly max_seq_len is fine
-    assert busy.table("a").num_tokens == 20
+def test_a_request_longer_than_max_seq_len_is_refused(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, a, _ = busy
+    before = manager_state(m)
+    with pytest.raises(ValueError, match=r"sequence 'c': 21 tokens can never be held \(max_seq_len=20"):
+        m.admit(record("c", 21), 21)
+    a.output_token_ids += [0] * 12
+    with pytest.raises(ValueError, match=r"sequence 'a': 21 tokens can never be held \(max_seq_len=20"):
+        m.grow(a, 12)  # 9 + 12
+    assert manager_state(m) == before
+    assert m.grow(a, 11) == [4, 5]  # exactly max_seq_len is fine
+    a.num_computed_tokens += 11
+    assert m.table(a).num_tokens == 20
 
 
 @pytest.mark.parametrize("seq_id", ["zzz", 0, None])
-def test_unknown_sequences_are_refused_everywhere(busy: BlockManager, seq_id) -> None:
-    before = manager_state(busy)
-    calls = (busy.release, busy.grow, busy.table, busy.slot_mapping, busy.can_grow)
+def test_unknown_sequences_are_refused_everywhere(busy: tuple[BlockManager, Request, Request], seq_id) -> None:
+    m, _, _ = busy
+    before = manager_state(m)
+    unknown = record(seq_id, 4)
+    calls = (m.release, lambda s: m.grow(s, 1), m.table, m.block_ids, m.ref_count_of, lambda s: m.blocks_to_grow(s, 1),
+             lambda s: m.fork(s, record("child", 4)), m.swap_out)
     for call in calls:
-        with pytest.raises(KeyError, match=rf"unknown sequence {seq_id!r} \(never admitted, or already released\)"):
-            call(seq_id)
-        assert manager_state(busy) == before
+        with pytest.raises(KeyError, match=rf"sequence {seq_id!r} holds no blocks \(never admitted, or already released"):
+            call(unknown)
+        assert manager_state(m) == before
+    assert unknown not in m
 
 
-def test_finishing_twice_is_refused(busy: BlockManager) -> None:
-    busy.release("b")
-    before = manager_state(busy)
-    with pytest.raises(KeyError, match="unknown sequence 'b'"):
-        busy.release("b")
-    assert manager_state(busy) == before
-    assert busy.pool.free_ids().count(busy.pool.free_ids()[-1]) == 1
+def test_finishing_twice_is_refused(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, _, b = busy
+    m.release(b)
+    before = manager_state(m)
+    with pytest.raises(KeyError, match="sequence 'b' holds no blocks"):
+        m.release(b)
+    assert manager_state(m) == before
+    assert m.pool.free_ids().count(m.pool.free_ids()[-1]) == 1
 
 
-def test_appending_when_the_pool_is_exhausted_changes_nothing(busy: BlockManager) -> None:
-    busy.admit("c", 16)  # takes the last 4 blocks
-    assert busy.pool.num_free == 0
-    before = manager_state(busy)
-    with pytest.raises(OutOfBlocksError, match="needs 1 new blocks; the pool has 0 free"):
-        busy.grow("c")
-    with pytest.raises(OutOfBlocksError):
-        busy.admit("d", 1)
-    assert manager_state(busy) == before and "d" not in busy.tables
-    assert busy.grow("b") == []  # room left in b's last block is still usable
+def test_appending_when_the_pool_is_exhausted_changes_nothing(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, _, b = busy
+    c = record("c", 16)
+    admit(m, c, 16)  # takes the last 4 blocks
+    assert m.pool.num_free == 0
+    before = manager_state(m)
+    assert m.blocks_to_grow(c, 1) == 1 and grow(m, c) is None        # needs 1 new block; the pool has 0 free
+    d = record("d", 1)
+    assert m.admit(d, 1) is None
+    assert manager_state(m) == before and d not in m
+    assert grow(m, b) == []  # room left in b's last block is still usable
 
 
-def test_adding_what_does_not_fit_now_changes_nothing(busy: BlockManager) -> None:
-    before = manager_state(busy)
-    with pytest.raises(OutOfBlocksError, match="appending 17 tokens needs 5 new blocks; the pool has 4 free"):
-        busy.admit("c", 17)
-    assert manager_state(busy) == before and "c" not in busy.tables
+def test_adding_what_does_not_fit_now_changes_nothing(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, _, _ = busy
+    before = manager_state(m)
+    c = record("c", 17)
+    assert m.admit(c, 17) is None                # 17 tokens need 5 new blocks; the pool has 4 free
+    assert manager_state(m) == before and c not in m
 
 
 def test_a_sequence_larger_than_the_whole_pool_is_refused_by_name() -> None:
     m = BlockManager(4, 4)
     before = manager_state(m)
-    with pytest.raises(OutOfBlocksError, match="sequence 's': 17 tokens need 5 blocks but the whole pool has 4"):
-        m.admit("s", 17)
+    with pytest.raises(ValueError, match=r"sequence 's': 17 tokens can never be held \(max_seq_len=None, 4 blocks of 4"):
+        m.admit(record("s", 17), 17)
     assert manager_state(m) == before
 
 
 @pytest.mark.parametrize("count", [-1, 2.5, None])
-def test_bad_token_counts_are_refused_by_value(busy: BlockManager, count) -> None:
-    before = manager_state(busy)
-    with pytest.raises(ValueError, match=rf"token count must be a non-negative integer, got {count!r}"):
-        busy.admit("c", count)
-    assert manager_state(busy) == before and "c" not in busy.tables
+def test_bad_token_counts_are_refused_by_value(busy: tuple[BlockManager, Request, Request], count) -> None:
+    m, _, _ = busy
+    before = manager_state(m)
+    c = record("c", 4)
+    with pytest.raises(ValueError, match=rf"sequence 'c': the new tokens must be a whole number >= 0, got {count!r}"):
+        m.admit(c, count)
+    assert manager_state(m) == before and c not in m
+
+
+def test_tokens_the_record_does_not_have_are_refused(busy: tuple[BlockManager, Request, Request]) -> None:
+    """Room is made only for tokens on the record: its outputs are appended before it grows for them."""
+    m, a, _ = busy
+    before = manager_state(m)
+    with pytest.raises(ValueError, match=r"sequence 'a' has 9 tokens; 9 \+ 1 would be tokens it does not have"):
+        m.grow(a, 1)
+    with pytest.raises(ValueError, match=r"sequence 'c' has 4 tokens; 0 \+ 5"):
+        m.admit(record("c", 4), 5)
+    assert manager_state(m) == before
+
+
+def test_a_count_changed_without_its_memory_is_refused(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, a, _ = busy
+    before = manager_state(m)
+    a.output_token_ids += [0] * 5
+    a.num_computed_tokens += 4                   # advanced past its blocks, without a grant
+    with pytest.raises(ValueError, match="the count changed without its memory"):
+        m.grow(a, 1)
+    a.num_computed_tokens -= 4
+    assert manager_state(m) == before
 
 
 @pytest.mark.parametrize("n", [-1, -9, 0.5])
-def test_negative_or_fractional_appends_are_refused(busy: BlockManager, n) -> None:
-    before = manager_state(busy)
+def test_negative_or_fractional_appends_are_refused(busy: tuple[BlockManager, Request, Request], n) -> None:
+    m, a, _ = busy
+    before = manager_state(m)
     with pytest.raises(ValueError):
-        busy.grow("a", n)
-    assert manager_state(busy) == before
+        m.grow(a, n)
+    assert manager_state(m) == before
 
 
-def test_slot_mapping_past_the_table_is_refused(busy: BlockManager) -> None:
-    before = manager_state(busy)
+def test_slot_mapping_past_the_table_is_refused(busy: tuple[BlockManager, Request, Request]) -> None:
+    m, a, _ = busy
+    before = manager_state(m)
     with pytest.raises(IndexError, match=r"range \[0, 10\) is outside the table's 9 tokens"):
-        busy.slot_mapping("a", 0, 10)
+        m.table(a).slot_mapping(0, 10)
     with pytest.raises(IndexError, match="position 9 is past the table"):
-        busy.table("a").slot(9)
-    assert manager_state(busy) == before
+        m.table(a).slot(9)
+    assert manager_state(m) == before
 
 
 @pytest.mark.parametrize("kwargs, bad", [
@@ -190,7 +275,7 @@ def test_pools_and_managers_display_as_pictures_once_the_views_register_a_format
 
     shell = SimpleNamespace(display_formatter=DisplayFormatter())
     m = BlockManager(4, 4)
-    m.admit("a", 5)
+    admit(m, record("a", 5), 5)
     assert "image/svg+xml" not in shell.display_formatter.format(m)[0]
     assert register_formatters(shell)
     for obj in (m, m.pool):

@@ -8,6 +8,8 @@ and statistics, must be exactly what it was before the call.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -18,21 +20,43 @@ from pagedkv_edu.core.block_pool import MAX_NUM_BLOCKS, BlockPool, OutOfBlocksEr
 from pagedkv_edu.core.block_table import BlockTable, blocks_needed
 from pagedkv_edu.checks import check_token_ids, check_whole
 from pagedkv_edu.core.prefix_cache import PrefixCache
+from pagedkv_edu.core.request import Request
 
 REFUSED = (ValueError, KeyError, IndexError, OutOfBlocksError)
 BAD_TOKENS = ["x", None, 2**70, -1, 1.0, True, [1], 2**63]
 BAD_COUNTS = [-1, 1.5, "2", None, True, False, 2**70 * -1]
 
 
-def busy_manager() -> BlockManager:
+class Busy(NamedTuple):
+    """The busy manager and the records of its sequences (the refused calls name them)."""
+
+    m: BlockManager
+    a: Request
+    b: Request
+    a2: Request
+
+
+def busy_manager() -> Busy:
     """Two requests sharing a cached 8-token prefix, one of them forked, a copy-on-write queued."""
     m = BlockManager(12, 4, enable_prefix_caching=True)
-    m.admit("a", 10, list(range(10)))
-    m.mark_computed("a", list(range(10)))
-    m.admit("b", 9, list(range(8)) + [99])
-    m.fork("a", "a2")
-    m.grow("a2")                                   # shared partial last block: copy queued
-    return m
+    a = admitted(m, "a", list(range(10)))
+    b = admitted(m, "b", list(range(8)) + [99])
+    a2 = a.fork("a2", 1)
+    a2.num_computed_tokens = a.num_computed_tokens
+    m.fork(a, a2)
+    a2.output_token_ids.append(0)
+    assert m.grow(a2, 1) is not None               # shared partial last block: copy queued
+    a2.num_computed_tokens += 1
+    return Busy(m, a, b, a2)
+
+
+def admitted(m: BlockManager, seq_id: str, tokens: list) -> Request:
+    """A new record for ``tokens``, looked up and admitted whole; its count advanced once granted."""
+    seq = Request(seq_id, tokens)
+    hit = m.lookup(seq)
+    if m.admit(seq, len(tokens) - hit.num_tokens, hit) is not None:
+        seq.num_computed_tokens = len(tokens)
+    return seq
 
 
 def state(m: BlockManager) -> tuple:
@@ -40,11 +64,11 @@ def state(m: BlockManager) -> tuple:
     return (m.pool.free_ids(), list(m.pool.ref_counts),
             {s: (list(t.block_ids), t.num_tokens) for s, t in m.tables.items()},
             copy.deepcopy(m._copies),
-            dict(cache._block_of) if cache else None, sorted(cache._key_of) if cache else None,
+            [cache.holds(b) for b in range(m.pool.num_blocks)] if cache else None,
             (cache.queried_tokens, cache.hit_tokens, cache.num_evictions) if cache else None)
 
 
-def assert_refused(m: BlockManager, call) -> None:
+def assert_refused(m: BlockManager, call: Callable[[BlockManager], object]) -> None:
     before = state(m)
     with pytest.raises(REFUSED):
         call(m)
@@ -54,21 +78,20 @@ def assert_refused(m: BlockManager, call) -> None:
 @pytest.mark.parametrize("bad", BAD_TOKENS)
 @pytest.mark.parametrize("where", [0, 3, 5])    # first block, a full block, the partial last block
 def test_a_bad_token_id_anywhere_refuses_the_admission_before_it_is_live(bad, where) -> None:
-    m = busy_manager()
+    """Making the record, looking it up or admitting it: one of them refuses, and nothing moves."""
+    m = busy_manager().m
     tokens: list = [0, 1, 2, 3, 4, 5, 6]                 # blocks of 4: one full block, then 3 tokens
     tokens[where] = bad
-    n = len(tokens)
-    assert_refused(m, lambda m: m.admit("c", n, tokens))
+    assert_refused(m, lambda m: admitted(m, "c", tokens))
     assert "c" not in m.tables
-    assert_refused(m, lambda m: m.can_admit("c", n, tokens))
-    assert_refused(m, lambda m: m.blocks_to_admit(n, tokens))
+    assert_refused(m, lambda m: m.lookup(Request("c", tokens)))
 
 
 def test_the_issue_case_is_refused_with_nothing_live() -> None:
     m = BlockManager(8, 4, enable_prefix_caching=True)
     before = state(m)
     with pytest.raises(ValueError, match=r"token_ids\[7\].*'x'"):
-        m.admit("c", 8, [1, 2, 3, 4, 5, 6, 7, "x"])
+        admitted(m, "c", [1, 2, 3, 4, 5, 6, 7, "x"])
     assert state(m) == before and not m.tables and m.prefix_cache.num_cached_blocks == 0
 
 
@@ -77,20 +100,18 @@ def test_the_issue_case_is_refused_with_nothing_live() -> None:
 def test_bad_ids_in_a_partial_last_block_are_refused(caching, bad) -> None:
     m = BlockManager(8, 4, enable_prefix_caching=caching)
     with pytest.raises(ValueError, match=r"token_ids\[5\]"):
-        m.admit("c", 6, [1, 2, 3, 4, 5, bad])
+        admitted(m, "c", [1, 2, 3, 4, 5, bad])
     assert not m.tables and m.pool.num_free == 8
 
 
 @pytest.mark.parametrize("bad", BAD_COUNTS)
 def test_bad_counts_are_refused_by_every_method(bad) -> None:
-    m = busy_manager()
-    assert_refused(m, lambda m: m.grow("a", bad))
-    assert_refused(m, lambda m: m.can_grow("a", bad))
-    assert_refused(m, lambda m: m.blocks_to_grow("a", bad))
-    assert_refused(m, lambda m: m.admit("c", bad))
-    assert_refused(m, lambda m: m.can_admit("c", bad))
+    m, a, _, _ = busy_manager()
+    assert_refused(m, lambda m: m.grow(a, bad))
+    assert_refused(m, lambda m: m.blocks_to_grow(a, bad))
+    assert_refused(m, lambda m: m.admit(Request("c", [1, 2, 3, 4]), bad))
     assert_refused(m, lambda m: m.pool.allocate(bad))
-    assert_refused(m, lambda m: m.table("a").append_tokens(m.pool, bad))
+    assert_refused(m, lambda m: m.table(a).append_tokens(m.pool, bad))
 
 
 @pytest.mark.parametrize("watermark", [-1, 0.5, 1.0, "1", None, True])
@@ -100,37 +121,42 @@ def test_a_watermark_is_a_non_negative_whole_number_of_blocks(watermark) -> None
 
 
 def test_other_refusals_change_nothing() -> None:
-    m = busy_manager()
-    assert_refused(m, lambda m: m.admit("a", 4))                       # already live
-    assert_refused(m, lambda m: m.admit("c", 4, [1, 2, 3]))            # length mismatch
-    assert_refused(m, lambda m: m.admit("c", 4, "abcd"))               # a string is not ids
-    assert_refused(m, lambda m: m.admit("c", 4, 1234))
-    assert_refused(m, lambda m: m.admit("c", 49))                      # more than the pool
-    assert_refused(m, lambda m: m.grow("nobody"))
-    assert_refused(m, lambda m: m.fork("nobody", "c"))
-    assert_refused(m, lambda m: m.fork("a", "b"))
-    assert_refused(m, lambda m: m.mark_computed("a", list(range(9))))          # too few ids
-    assert_refused(m, lambda m: m.mark_computed("a", list(range(9)) + [None, 3]))
-    assert_refused(m, lambda m: m.release("nobody"))
-    assert_refused(m, lambda m: m.slot_mapping("a", 0, 11))
-    assert_refused(m, lambda m: m.slot_mapping("a", True, 3))
+    m, a, b, _ = busy_manager()
+    assert_refused(m, lambda m: m.admit(a, 4))                         # holds blocks already
+    assert_refused(m, lambda m: m.admit(Request("c", [1, 2, 3]), 4))   # more tokens than the record has
+    assert_refused(m, lambda m: admitted(m, "c", "abcd"))              # a string is not ids
+    assert_refused(m, lambda m: admitted(m, "c", 1234))
+    assert_refused(m, lambda m: m.admit(Request("c", None, num_prompt_tokens=49), 49))   # more than the pool
+    nobody = Request("nobody", [1, 2, 3, 4])
+    assert_refused(m, lambda m: m.grow(nobody, 1))
+    assert_refused(m, lambda m: m.fork(nobody, Request("c", [1])))
+    assert_refused(m, lambda m: m.fork(a, b))                          # b holds blocks already
+    assert_refused(m, lambda m: m.grow(a, 1))                          # a token its record does not have
+    assert_refused(m, lambda m: m.release(nobody))
+    assert_refused(m, lambda m: m.table(a).slot_mapping(0, 11))
+    assert_refused(m, lambda m: m.table(a).slot_mapping(True, 3))
     assert_refused(m, lambda m: m.pool.free_all([0, 0, 0, 0, 0]))
     assert_refused(m, lambda m: m.pool.touch(True))
     assert_refused(m, lambda m: m.pool.free(12))
-    assert_refused(m, lambda m: m.prefix_cache.lookup([1, None, 3]))
+    assert_refused(m, lambda m: m.prefix_cache.chain([1, None, 3]))
+
+
+def test_a_bad_output_id_in_a_block_it_fills_is_refused() -> None:
+    """A grow that fills a block offers it to the cache: its new tokens are read, so they are checked first."""
+    m, a, _, _ = busy_manager()
+    a.output_token_ids += [None, 0]                   # 12 tokens: a's last block becomes full
+    assert_refused(m, lambda m: m.grow(a, 2))
 
 
 def test_a_hash_function_that_raises_changes_nothing() -> None:
-    m = BlockManager(8, 4)
-
     def refuse_second_block(parent: bytes, tokens) -> bytes:
         if parent:
             raise ValueError("this hash function refuses any block after the first")
         return bytes(tokens)
 
-    m.enable_prefix_caching(refuse_second_block)
-    assert_refused(m, lambda m: m.admit("c", 9, list(range(9))))    # fails in the lookup
-    assert_refused(m, lambda m: m.admit("c", 8, list(range(8))))    # fails hashing the capped last block
+    m = BlockManager(8, 4, enable_prefix_caching=True, hash_fn=refuse_second_block)
+    assert_refused(m, lambda m: admitted(m, "c", list(range(9))))    # fails in the lookup
+    assert_refused(m, lambda m: admitted(m, "c", list(range(8))))    # fails at admission: the lookup's cap skipped it
 
 
 @pytest.mark.parametrize("bad", [True, False, 0, -3, 2.0, "16", None])
@@ -180,12 +206,19 @@ def test_checks_name_the_argument_and_shorten_huge_values() -> None:
 @given(prompt=st.lists(st.integers(0, 50), min_size=1, max_size=20), where=st.data(),
        bad=st.sampled_from(BAD_TOKENS), caching=st.booleans())
 def test_any_bad_id_anywhere_changes_nothing(prompt, where, bad, caching) -> None:
-    """Property: with or without caching, one bad id at any position is refused and nothing moves."""
+    """Property: with or without caching, one bad id at any position is refused and nothing moves.
+
+    With caching, a sequence growing over a bad output id into a block it fills is refused too
+    (without caching the manager never reads the ids it grows for).
+    """
     m = BlockManager(12, 4, enable_prefix_caching=caching)
-    m.admit("a", 9, list(range(9)))
-    m.mark_computed("a", list(range(9)))
+    a = admitted(m, "a", list(range(9)))
     i = where.draw(st.integers(0, len(prompt) - 1))
     tokens = prompt[:i] + [bad] + prompt[i + 1:]
-    assert_refused(m, lambda m: m.admit("c", len(tokens), tokens))
-    assert_refused(m, lambda m: m.can_admit("c", len(tokens), tokens))
-    assert_refused(m, lambda m: m.mark_computed("a", list(range(9))[:i] + [bad] + list(range(9))[i + 1:]))
+    assert_refused(m, lambda m: admitted(m, "c", tokens))
+    assert_refused(m, lambda m: m.lookup(Request("c", tokens)))
+    if caching:
+        outputs = [0, 0, 0]
+        outputs[i % 3] = bad
+        a.output_token_ids += outputs                # 12 tokens: a's last block becomes full
+        assert_refused(m, lambda m: m.grow(a, 3))

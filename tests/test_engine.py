@@ -7,6 +7,8 @@ import random
 import pytest
 import torch
 
+from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.block_pool import BlockPool
 from pagedkv_edu.engine import LLMEngine, SamplingParams
 from pagedkv_edu.engine.generate import generate
 from pagedkv_edu.model.loading import load_model
@@ -101,12 +103,24 @@ def test_every_request_too_large_is_refused_and_the_engine_stays_usable(tiny) ->
     assert not engine.has_unfinished and engine.block_manager.pool.num_free == 8
 
 
-def test_a_request_that_outgrows_the_whole_pool_fails_with_a_reason(tiny) -> None:
+def test_a_request_that_would_outgrow_the_whole_pool_is_refused_up_front(tiny) -> None:
+    """Its prompt fits but prompt + max_tokens - 1 cannot: refused at add_request, before it takes any memory."""
     engine = _engine(tiny, kv_budget_tokens=32, max_seq_len=128)   # 8 blocks of 4 = 32 slots
-    rid = engine.add_request(list(range(100, 120)), SamplingParams(max_tokens=40, ignore_eos=True))
+    with pytest.raises(ValueError, match="up to 59 tokens can never fit"):
+        engine.add_request(list(range(100, 120)), SamplingParams(max_tokens=40, ignore_eos=True))
+    assert not engine.has_unfinished and not engine.requests and engine.block_manager.pool.num_free == 8
+
+
+def test_a_request_that_outgrows_the_free_blocks_alone_fails_with_a_reason(tiny) -> None:
+    """Two of 8 blocks are held outside the engine: a request that fits the pool but not its 6 free blocks
+    grows until it cannot be held even alone, then ends with an error and gives its blocks back."""
+    pool = BlockPool.from_free_order(8, 4, range(6))
+    engine = _engine(tiny, memory=BlockManager.over(pool, 128), max_seq_len=128)
+    rid = engine.add_request(list(range(100, 120)), SamplingParams(max_tokens=12, ignore_eos=True))
     (out,) = _run_all(engine)
     assert out.request_id == rid and out.finish_reason.startswith("error")
-    assert engine.block_manager.pool.num_free == 8
+    assert len(out.token_ids) == 6 * 4 - 20 + 1      # it sampled until its K/V filled the 6 free blocks
+    assert engine.block_manager.pool.num_free == 6
 
 
 def test_bad_input_is_refused_before_anything_changes(tiny) -> None:
@@ -183,7 +197,8 @@ def test_chunked_prefill_and_mixed_steps_give_the_same_tokens(tiny) -> None:
     chunked = [engine.requests[i] for i in range(len(prompts))]
     assert [r.output_token_ids for r in chunked] == [o.token_ids for o in whole]
     assert all(s.num_tokens <= 16 for s in steps)
-    assert any(s.prefills and s.decodes for s in steps), "no step mixed a prefill chunk with decodes"
+    assert any(any(s.is_prefill for s in st.scheduled) and not all(s.is_prefill for s in st.scheduled)
+               for st in steps), "no step mixed a prefill chunk with decodes"
     assert any(not s.samples for st in steps for s in st.scheduled), "no prompt was split into chunks"
 
 
@@ -205,16 +220,16 @@ def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tin
     """Llama-3.2-1B's 131,072-token context must not become the per-sequence reservation."""
     import dataclasses
 
-    from pagedkv_edu.engine.engine import DEFAULT_MAX_SEQ_LEN
+    from pagedkv_edu.engine.config import DEFAULT_MAX_SEQ_LEN
     from pagedkv_edu.model.llama import Llama
 
     m = tiny.model
     long = Llama(dataclasses.replace(m.config, max_position_embeddings=131_072), m.embed, m.layers, m.final_norm,
                  m.lm_head)
     engine = LLMEngine(long, policy="contiguous")
-    assert engine.max_seq_len == DEFAULT_MAX_SEQ_LEN == 2048 and engine.memory.pool.capacity_tokens == 10 * 2048
+    assert engine.config.max_seq_len == DEFAULT_MAX_SEQ_LEN == 2048 and engine.memory.pool.capacity_tokens == 10 * 2048
     assert engine.memory.block_size == 2048     # one block per request: its reservation
-    assert LLMEngine(long).max_seq_len == 131_072          # paged reserves nothing: the whole context
+    assert LLMEngine(long).config.max_seq_len == 131_072          # paged reserves nothing: the whole context
     out = engine.generate([_prompts(tiny, 1, seed=6)[0]], SamplingParams(max_tokens=3, ignore_eos=True),
                           use_tqdm=False)
     assert len(out[0].token_ids) == 3
@@ -222,18 +237,16 @@ def test_contiguous_engine_builds_for_a_long_context_model_with_its_defaults(tin
 
 def test_no_host_sync_per_layer_the_gather_plan_is_built_once_per_step(tiny, monkeypatch) -> None:
     """Every layer of a step reuses the step's gather indices: they are built once, at its first layer."""
-    from pagedkv_edu.attention.kv_cache import PagedKVCache
+    from pagedkv_edu.attention import kv_cache
 
     built = []
-    original = PagedKVCache._gather_plan
+    original = kv_cache.gather_plan
 
-    def counting(self, meta):
-        plan = original(self, meta)
-        if not built or built[-1][0] is not meta:
-            built.append((meta, plan))
-        return plan
+    def counting(*args, **kwargs):
+        built.append(args)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(PagedKVCache, "_gather_plan", counting)
+    monkeypatch.setattr(kv_cache, "gather_plan", counting)
     engine = _engine(tiny)
     engine.generate(_prompts(tiny, 3, seed=7), SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
     assert len(built) == len(engine.history)   # one plan per step, whatever the number of layers

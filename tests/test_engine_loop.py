@@ -74,7 +74,7 @@ def test_the_stand_in_finishes_by_the_engines_rule() -> None:
     assert isinstance(StandInRunner(), Runner) and issubclass(ModelRunner, Runner)
     held = []
     runner = StandInRunner(100, lambda step: held.append([s.seq_len for s in step.scheduled]))
-    engine = LLMEngine.over(BlockManager(8, 4), runner, max_seq_len=32)
+    engine = LLMEngine(runner, memory=BlockManager(8, 4), max_seq_len=32)
     engine.add_request([1, 2, 3], SamplingParams(max_tokens=3, ignore_eos=True))
     outputs = [engine.step() for _ in range(3)]
     assert [len(o) for o in outputs] == [0, 0, 1] and not engine.has_unfinished
@@ -83,7 +83,7 @@ def test_the_stand_in_finishes_by_the_engines_rule() -> None:
 
 
 def test_a_request_for_no_tokens_finishes_without_memory() -> None:
-    engine = LLMEngine.over(BlockManager(1, 4), StandInRunner(), max_seq_len=32)
+    engine = LLMEngine(StandInRunner(), memory=BlockManager(1, 4), max_seq_len=32)
     engine.add_request([1] * 20, SamplingParams(max_tokens=0))   # needs 5 blocks, would never fit
     assert engine.has_unfinished and not engine.scheduler.waiting
     (out,) = engine.step()

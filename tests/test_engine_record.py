@@ -42,7 +42,8 @@ def _drain(engine: LLMEngine) -> dict:
 
 # --- bug 5: identity, not value -------------------------------------------------------------------
 def test_two_equal_records_are_two_sequences() -> None:
-    a, b = Request("x", [1, 2, 3]), Request("x", [1, 2, 3])
+    params = SamplingParams(max_tokens=4)
+    a, b = Request("x", [1, 2, 3], params), Request("x", [1, 2, 3], params)
     assert a != b and a == a
     manager = BlockManager(8, 2)
     scheduler = Scheduler(manager)
@@ -52,7 +53,7 @@ def test_two_equal_records_are_two_sequences() -> None:
     scheduler.schedule()
     with pytest.raises(ValueError, match="not running"):
         scheduler.finish(b)          # equal fields, another sequence: nothing of a's is touched
-    assert a.status is Status.RUNNING and manager.table("x").num_tokens == 3
+    assert a.status is Status.RUNNING and manager.table(a).num_tokens == 3 and b not in manager
 
 
 # --- the record: hashes once, status ------------------------------------------------------------
@@ -63,8 +64,7 @@ def test_each_block_is_hashed_once_per_request(monkeypatch) -> None:
         calls.append(tuple(ids))
         return hash_block(parent, ids)
 
-    manager = BlockManager(32, 4)
-    manager.enable_prefix_caching(counting)
+    manager = BlockManager(32, 4, enable_prefix_caching=True, hash_fn=counting)
     scheduler = Scheduler(manager, max_num_batched_tokens=6)    # chunked: admission then growth
     r = Request("r", list(range(100, 118)))    # 18 tokens: 4 full blocks
     scheduler.add(r)
@@ -73,14 +73,17 @@ def test_each_block_is_hashed_once_per_request(monkeypatch) -> None:
         for s in decided.scheduled:
             if s.samples:
                 s.seq.output_token_ids.append(7)
-    assert len(r.block_hashes) == r.num_computed_tokens // 4 == 5
-    assert len(calls) == len(set(calls)) == len(r.block_hashes)   # no block hashed twice
+    hashed = list(calls)
+    hashes = r.block_hashes(manager.prefix_cache.hasher, r.num_computed_tokens // 4)
+    assert calls == hashed and len(hashes) == r.num_computed_tokens // 4 == 5   # all hashed while scheduled
+    assert len(calls) == len(set(calls)) == len(hashes)   # no block hashed twice
 
 
 def test_status_follows_the_sequence_through_preemption_and_finish() -> None:
     manager = BlockManager(3, 2)
     scheduler = Scheduler(manager)
-    a, b = Request("a", [1, 2]), Request("b", [3, 4])
+    params = SamplingParams(max_tokens=3)
+    a, b = Request("a", [1, 2], params), Request("b", [3, 4], params)
     scheduler.add(a)
     scheduler.add(b)
     assert a.status is Status.WAITING
@@ -109,7 +112,7 @@ def test_last_step_block_tables_do_not_change_after_the_step(tiny) -> None:
 
 def test_a_scheduled_sequences_share_cannot_be_changed() -> None:
     scheduler = Scheduler(BlockManager(8, 4))
-    scheduler.add(Request("a", [1, 2, 3, 4, 5]))
+    scheduler.add(Request("a", [1, 2, 3, 4, 5], SamplingParams(max_tokens=4)))
     (share,) = scheduler.schedule().scheduled
     with pytest.raises(AttributeError):
         share.num_new_tokens = 0
@@ -208,8 +211,9 @@ def test_a_caller_can_drive_forks_itself_as_beam_search_will(tiny) -> None:
     parent = engine.requests[rid]
     first, second = logits[0].topk(2).indices.tolist()
     child = engine.fork_sequence(parent)
-    assert child.parent is parent and child.status is Status.RUNNING and child.seq_id == f"r{rid}.1"
-    assert engine.block_manager.table(child.seq_id).block_ids == engine.block_manager.table(rid).block_ids
+    assert (child.request_id, child.index, child.seq_id) == (rid, 1, f"r{rid}.1") and child.status is Status.RUNNING
+    assert child.num_computed_tokens == parent.num_computed_tokens and child.output_token_ids == parent.output_token_ids
+    assert engine.block_manager.block_ids(child) == engine.block_manager.block_ids(parent)
     engine.append_token(parent, first)
     engine.append_token(child, second)
     step, logits = engine.forward_step()
@@ -250,6 +254,6 @@ def test_the_runners_table_follows_the_block_manager_through_forks_hits_and_pree
         rows = engine.runner.tables
         for seq in engine.scheduler.running:
             if seq.seq_id in rows.order:
-                assert rows.ids(seq.seq_id) == engine.block_manager.block_ids(seq.seq_id), seq.seq_id
+                assert rows.ids(seq.seq_id) == engine.block_manager.block_ids(seq), seq.seq_id
     assert engine.scheduler.num_preemptions > 0 and engine.scheduler.counts.prefix_hit_tokens > 0
     assert sent < whole / 2          # changes, not snapshots

@@ -48,7 +48,7 @@ def test_prefix_caching_changes_no_token_and_computes_only_the_uncached_tail(tin
     # All six arrive in one step: the first computes the system prompt, the others share it at once.
     assert [o.num_cached_tokens for o in cached] == [0, 12, 12, 12, 12, 12]
     stats = engine.history[-1]
-    assert stats.prefix_hit_tokens == 60 and stats.prefill_tokens == sum(map(len, prompts)) - 60
+    assert stats.tokens.prefix_hit_tokens == 60 and stats.tokens.prefill_tokens == sum(map(len, prompts)) - 60
     # A second wave finds the blocks the first one freed (still cached: nothing evicted them).
     again = engine.generate(prompts[:2], GREEDY, use_tqdm=False)
     assert [o.token_ids for o in again] == [o.token_ids for o in plain[:2]]
@@ -65,7 +65,7 @@ def test_a_preempted_request_resumes_through_the_cache_with_the_same_tokens(tiny
     ids = [engine.add_request(p, params) for p in prompts]
     outputs = _drain(engine)
     assert engine.scheduler.num_preemptions > 0
-    assert engine.history[-1].resumed_hit_tokens > 0      # they came back through their own cached blocks
+    assert engine.history[-1].tokens.resumed_hit_tokens > 0      # they came back through their own cached blocks
     assert [outputs[i].token_ids for i in ids] == [o.token_ids for o in reference]
 
 

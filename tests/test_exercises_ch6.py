@@ -1,15 +1,18 @@
-"""The chapter 6 graders (the admission test and the scheduler's step) accept right answers in any style and reject wrong ones."""
+"""The chapter 6 graders (the admission test and the scheduling policy) accept right answers in any style and reject wrong ones."""
 
 from __future__ import annotations
 
 import math
-from collections import deque
 
 import numpy as np
 import pytest
 import torch
 
 from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.request import Request, SamplingParams
+from pagedkv_edu.core.scheduler import SchedulerState, schedule
+from pagedkv_edu.engine.engine import LLMEngine
+from pagedkv_edu.engine.runner import StandInRunner
 from pagedkv_edu.exercises import ch6
 from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch6 as sol6
@@ -20,14 +23,17 @@ def _admit_cases() -> list[ArgsCase]:
     return [ArgsCase(name, tuple(args)) for name, *args in ch6.ADMIT_CASES] + ch6.HIDDEN_ADMIT_CASES[:60]
 
 
-def test_can_admit_solution_agrees_with_the_scheduler() -> None:
+def test_can_admit_solution_agrees_with_the_block_manager() -> None:
     for case in _admit_cases():
         tokens, b, free, watermark, running = case.args
-        manager = BlockManager(free + running, b, watermark_blocks=watermark)
+        manager = BlockManager(free + running, b)
         for i in range(running):
-            manager.admit(f"running-{i}", 1)
+            assert manager.admit(Request(f"running-{i}", None, num_prompt_tokens=1), 1) is not None
+        manager.watermark_blocks = watermark   # kept free for the running from here on
         assert manager.pool.num_free == free, case.name
-        assert manager.can_admit("new", tokens) is sol6.can_admit(*case.args), case.name
+        new = Request("new", None, num_prompt_tokens=tokens)
+        admitted = manager.fits(tokens) and manager.admit(new, tokens) is not None
+        assert admitted is sol6.can_admit(*case.args), case.name
 
 
 def test_hidden_admit_cases_cover_the_edges() -> None:
@@ -100,7 +106,11 @@ def test_can_admit_stub(stub, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith("○ can_admit（允入判斷）: not solved yet") and "expected" not in out and "tokens=" not in out
 
 
-# --- schedule: the scheduler's step ---------------------------------------------------------------
+# --- schedule: the scheduling policy --------------------------------------------------------------
+def test_the_reference_is_the_shipped_policy() -> None:
+    assert sol6.schedule is schedule
+
+
 def test_hidden_schedule_cases_cover_the_rules() -> None:
     cases = ch6.HIDDEN_SCHEDULE_CASES
     runs = [ch6._reference_run(c) for c in cases]
@@ -111,119 +121,138 @@ def test_hidden_schedule_cases_cover_the_rules() -> None:
                for c, run in zip(cases, runs) if c.token_budget < 10_000) >= 5            # chunked prompts
     assert sum(any("." in s for v in run for s in v.scheduled) for run in runs) >= 10    # forked samples
     assert any(c.watermark_blocks for c in cases) and any(c.max_num_seqs < 64 for c in cases)
+    assert sum(any(c.what == "grow" and not c.granted and c.seq_id in v.preempted for v in run for c in v.calls)
+               for run in runs) >= 3                                      # refused, and the newest: it preempts itself
 
 
-def _preempt(state, victim) -> None:
-    state.running.remove(victim)
-    state.memory.release(victim)
-    state.waiting.appendleft(victim)
-
-
-def _solution_with(*, victim=lambda running: running[-1], admit_after_preempt=False, chunk=True, grow_first=True,
-                   seats=lambda seqs: sum(s.num_seqs for s in seqs), requeue=_preempt, skip_blocked_head=False):
-    """The solution with one rule changed: each wrong variant below breaks exactly one."""
-    def grow(state, budget, plan):
+def _solution_with(*, victim=lambda running: running[-1], preempt=lambda state, v: state.preempt(v),
+                   self_preempt=True, admit_after_preempt=False, chunk=True, grow_first=True, oldest_first=True,
+                   seats=lambda seqs: sum(s.num_seqs for s in seqs), skip_blocked_head=False, pop_waiting=True,
+                   advance=False):
+    """The shipped policy, rewritten with one rule as a switch: each wrong variant below breaks exactly one."""
+    def grow(state: SchedulerState, budget: int, plan: dict) -> tuple[int, bool]:
         preempted = False
-        for seq in list(state.running):
+        for seq in list(state.running) if oldest_first else list(reversed(state.running)):
             if seq in plan:   # admitted in this step (the variant that admits first)
                 continue
             if budget == 0 or seq not in state.running:
                 break
-            new = min(seq.num_tokens - seq.num_computed, budget) if chunk else seq.num_tokens - seq.num_computed
-            while not state.memory.can_grow(seq, new):
+            todo = seq.num_tokens - seq.num_computed_tokens
+            new = min(todo, budget) if chunk else todo
+            while (ids := state.memory.grow(seq, new)) is None:
                 v = victim(state.running)
-                requeue(state, v)
+                if v is seq and not self_preempt:
+                    break
+                preempt(state, v)
                 preempted = True
                 if v is seq:
                     break
-            if seq in state.running:
-                state.memory.grow(seq, new)
+            if ids is not None:
                 plan[seq] = new
                 budget -= new
+                if advance:
+                    seq.num_computed_tokens += new
         return budget, preempted
 
-    def admit(state, budget, plan, preempted):
-        skipped = []
-        while state.waiting and budget > 0 and (admit_after_preempt or not preempted):
-            seq = state.waiting[0]
-            new = min(seq.num_tokens, budget) if chunk else seq.num_tokens
-            if seats(state.running) + seq.num_seqs > state.max_num_seqs or not state.memory.can_admit(seq, new):
+    def admit(state: SchedulerState, budget: int, plan: dict, preempted: bool) -> int:
+        for seq in list(state.waiting):
+            if budget <= 0 or (preempted and not admit_after_preempt):
+                break
+            hit = state.memory.lookup(seq)
+            todo = seq.num_tokens - max(hit.num_tokens, seq.num_computed_tokens)
+            new = min(todo, budget) if chunk else todo
+            if seats(state.running) + seq.num_seqs > state.max_num_seqs or state.memory.admit(seq, new, hit) is None:
                 if skip_blocked_head:
-                    skipped.append(state.waiting.popleft())
                     continue
                 break
-            state.waiting.popleft()
-            state.memory.admit(seq, new)
+            if pop_waiting:
+                state.waiting.remove(seq)
             state.running.append(seq)
             plan[seq] = new
             budget -= new
-        state.waiting.extendleft(reversed(skipped))
         return budget
 
-    def schedule(state):
-        plan = {}
+    def policy(state: SchedulerState) -> dict:
+        plan: dict = {}
         if grow_first:
             budget, preempted = grow(state, state.token_budget, plan)
             admit(state, budget, plan, preempted)
         else:
-            budget = admit(state, state.token_budget, plan, False)
-            grow(state, budget, plan)
+            grow(state, admit(state, state.token_budget, plan, False), plan)
         return plan
-    return schedule
+    return policy
 
 
-def _back_of_queue(state, victim) -> None:
+def _preempt_by_hand(state: SchedulerState, victim: Request) -> None:
+    """The old exercise's preemption, through the memory behind the Scheduler's back."""
     state.running.remove(victim)
     state.memory.release(victim)
-    state.waiting.append(victim)
+    state.waiting.appendleft(victim)
 
 
 SCHEDULE_WRONG = {
     "preempts the oldest": _solution_with(victim=lambda running: running[0]),
     "admits after a preemption": _solution_with(admit_after_preempt=True),
     "ignores the token budget": _solution_with(chunk=False),
-    "grows after admitting": _solution_with(grow_first=False),
-    "forgets a forked sample's seat": _solution_with(seats=len),
-    "puts the preempted at the back of the queue": _solution_with(requeue=_back_of_queue),
+    "admits before growing": _solution_with(grow_first=False),
+    "grows the newest first": _solution_with(oldest_first=False),
+    "forgets the seats of n samples": _solution_with(seats=len),
     "lets later requests pass a blocked head": _solution_with(skip_blocked_head=True),
+    "leaves admitted sequences in the queue": _solution_with(pop_waiting=False),
+    "keeps the newest when it cannot grow": _solution_with(self_preempt=False),
+    "advances the counts itself": _solution_with(advance=True),
+    "preempts by hand": _solution_with(preempt=_preempt_by_hand),
+}
+
+HINTS = {   # the hint each wrong variant must get, and no other
+    "preempts the oldest": "preempt the newest running sequence",
+    "admits after a preemption": "a step that preempted admits nobody",
+    "ignores the token budget": "a sequence computes at most the budget left",
+    "admits before growing": "grow the running sequences first",
+    "grows the newest first": "grow the running oldest first",
+    "forgets the seats of n samples": "a request with n samples takes n seats",
+    "lets later requests pass a blocked head": "it blocks the ones behind it",
+    "leaves admitted sequences in the queue": "popleft an admitted sequence",
+    "keeps the newest when it cannot grow": "it preempts itself",
+    "advances the counts itself": "leave seq.num_computed_tokens alone",
+    "preempts by hand": "only with state.preempt(victim)",
 }
 
 
-def _schedule_indexed(state):
-    """The package's style: an index over the running list, a budget counted down, pairs of ids returned."""
-    budget, out, i, short_of_memory = state.token_budget, [], 0, False
+def _schedule_indexed(state: SchedulerState) -> dict:
+    """Another style: an index over the batch, asking how many blocks a growth takes before growing."""
+    memory, budget, pairs, i, short_of_memory = state.memory, state.token_budget, [], 0, False
     while i < len(state.running) and budget > 0:
         seq = state.running[i]
-        need = min(seq.num_tokens - seq.num_computed, budget)
-        while not state.memory.can_grow(seq, need):
+        need = min(seq.num_tokens - seq.num_computed_tokens, budget)
+        while memory.blocks_to_grow(seq, need) > memory.pool.num_free:
             newest = state.running[-1]
-            _preempt(state, newest)
+            state.preempt(newest)
             short_of_memory = True
             if newest is seq:
                 break
         if seq not in state.running:
             break
-        state.memory.grow(seq, need)
-        out.append((seq.seq_id, need))
+        assert memory.grow(seq, need) is not None
+        pairs.append((seq, need))
         budget -= need
         i += 1
-    if short_of_memory:
-        return out
     seats = sum(s.num_seqs for s in state.running)
-    while state.waiting and budget:
+    while state.waiting and budget and not short_of_memory:
         head = state.waiting[0]
-        take = min(head.num_tokens, budget)
-        if seats + head.num_seqs > state.max_num_seqs or not state.memory.can_admit(head, take):
+        hit = memory.lookup(head)
+        take = min(head.num_tokens - max(hit.num_tokens, head.num_computed_tokens), budget)
+        if seats + head.num_seqs > state.max_num_seqs or memory.admit(head, take, hit) is None:
             break
-        state.memory.admit(state.waiting.popleft(), take)
-        state.running.append(head)
+        state.running.append(state.waiting.popleft())
         seats += head.num_seqs
-        out.append((head.seq_id, np.int64(take)))
+        pairs.append((head, take))
         budget -= take
-    return out
+    return dict(pairs)
 
 
-SCHEDULE_RIGHT = {"reference": sol6.schedule, "indexed, pairs of ids": _schedule_indexed, "the same, parametrised": _solution_with()}
+SCHEDULE_RIGHT = {"reference": sol6.schedule, "indexed, asks before it grows": _schedule_indexed,
+                  "the same, parametrised": _solution_with()}
 
 
 @pytest.mark.parametrize("name", SCHEDULE_RIGHT)
@@ -233,33 +262,12 @@ def test_schedule_accepts_right_answers(name: str, capsys: pytest.CaptureFixture
 
 
 @pytest.mark.parametrize("name", SCHEDULE_WRONG)
-def test_schedule_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_schedule_rejects_wrong_answers_with_their_hint_only(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch6.check_schedule(SCHEDULE_WRONG[name]) is False
     out = capsys.readouterr().out
-    assert out.startswith("✗ schedule（排程器的一步）: failed") and "step " in out
-
-
-@pytest.mark.parametrize("name, hint", [
-    ("preempts the oldest", "preempt the newest running sequence"),
-    ("admits after a preemption", "a step that preempted admits nobody"),
-    ("ignores the token budget", "over the token budget"),
-    ("grows after admitting", "grow the running sequences first"),
-    ("forgets a forked sample's seat", "a request with n samples takes n seats"),
-    ("lets later requests pass a blocked head", "it blocks the ones behind it"),
-    ("puts the preempted at the back of the queue", "the waiting queue after the step should be"),
-])
-def test_schedule_messages_name_the_rule(name: str, hint: str, capsys: pytest.CaptureFixture[str]) -> None:
-    ch6.check_schedule(SCHEDULE_WRONG[name])
-    assert hint in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("name", SCHEDULE_WRONG)
-def test_schedule_hints_only_their_cause(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    ch6.check_schedule(SCHEDULE_WRONG[name])
-    out = capsys.readouterr().out
-    hints = ("preempt the newest", "admits nobody", "over the token budget", "grow the running sequences first",
-             "takes n seats", "blocks the ones behind it", "the waiting queue after the step")
-    assert sum(h in out for h in hints) == 1
+    assert out.startswith("✗ schedule（排程器的一步）: failed") and "  step " in out and "(before it: running" in out
+    assert HINTS[name] in out, out
+    assert [h for h in HINTS.values() if h in out] == [HINTS[name]], out
 
 
 @pytest.mark.parametrize("stub", [lambda s: None, lambda s: (_ for _ in ()).throw(NotImplementedError())])
@@ -273,40 +281,79 @@ def test_schedule_bad_answers_name_the_cause(capsys: pytest.CaptureFixture[str])
     def forgets_memory(state):   # schedules the head without taking its blocks
         return {state.waiting[0]: 1} if state.waiting else {}
     assert ch6.check_schedule(forgets_memory) is False
-    assert "not in state.running" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "step 0" in out and "not in state.running" in out and "append an admitted sequence" in out
 
     def grows_too_much(state):
-        plan = sol6.schedule(state)
+        plan = schedule(state)
         if plan:
-            seq = next(iter(plan))
-            plan[seq] += 1
+            plan[next(iter(plan))] += 1
         return plan
     assert ch6.check_schedule(grows_too_much) is False
     assert "grow or admit exactly the tokens you schedule" in capsys.readouterr().out
 
+    def keyed_by_id(state):
+        return {seq.seq_id: n for seq, n in schedule(state).items()}
+    assert ch6.check_schedule(keyed_by_id) is False
+    assert "key the plan by the sequence records" in capsys.readouterr().out
 
-def test_memory_refuses_bad_calls_before_any_change() -> None:
-    memory = ch6.Memory(4, 3)
-    seq = ch6.Seq("a", 5)
-    with pytest.raises(ValueError, match="not running"):
-        memory.grow(seq, 1)
-    with pytest.raises(ValueError, match="n=0 tokens"):
-        memory.admit(seq, 0)
-    with pytest.raises(ValueError, match="tokens it does not have"):
-        memory.admit(seq, 6)
-    assert memory.num_free_blocks == 4
-    memory.admit(seq, 5)
-    assert memory.block_table(seq) == [0, 1] and memory.num_free_blocks == 2
-    with pytest.raises(ValueError, match="running already"):
-        memory.admit(seq, 1)
+    def grows_a_waiting_one(state):
+        for seq in state.waiting:
+            state.memory.grow(seq, 1)
+        return {}
+    assert ch6.check_schedule(grows_a_waiting_one) is False
+    out = capsys.readouterr().out
+    assert "step 0 (before it:" in out and "raised KeyError" in out and "holds no blocks" in out
+
+    def float_tokens(state):
+        return {seq: float(n) for seq, n in schedule(state).items()}
+    assert ch6.check_schedule(float_tokens) is False
+    assert "the tokens are ints" in capsys.readouterr().out
+
+    def never_admits(state):   # nothing runs, nothing scheduled: the Scheduler gives up on the head
+        return {}
+    assert ch6.check_schedule(never_admits) is False
+    out = capsys.readouterr().out
+    assert "failed: got ('A',), expected ()" in out and "can never fit" in out
 
 
 def test_try_schedule_returns_the_steps() -> None:
-    rows = ch6.try_schedule(sol6.schedule, 0)
-    assert len(rows) == len(ch6._reference_run(ch6.SCHEDULE_CASES[0]))
-    assert all(r["yours"].scheduled == r["expected"].scheduled and r["yours"].tables == r["expected"].tables for r in rows)
-    assert rows[0]["expected"].admitted == ("A", "B", "C")
-    wrong = ch6.try_schedule(SCHEDULE_WRONG["preempts the oldest"], "the chapter's pool: 8 blocks of 4, prompts of 7, 8 and 9 tokens")
-    assert wrong[-1]["yours"].preempted != wrong[-1]["expected"].preempted
+    rows = ch6.try_schedule(_schedule_indexed, 0)
+    want = ch6._reference_run(ch6.SCHEDULE_CASES[0])
+    assert len(rows) == len(want) and not any(r["problem"] for r in rows)
+    assert all(r["yours"].scheduled == r["expected"].scheduled and r["yours"].tables == r["expected"].tables
+               for r in rows)
+    assert rows[0]["expected"].admitted == ("A", "B", "C") and rows[0]["yours"].calls[0] == ch6.Call("admit", "A", 7)
+    assert rows[2]["expected"].preempted == ("C",) and ch6.Call("release", "C") in rows[2]["expected"].calls
+    wrong = ch6.try_schedule(SCHEDULE_WRONG["preempts the oldest"], ch6.SCHEDULE_CASES[0].name)
+    assert wrong[-1]["yours"].preempted == ("A",) != wrong[-1]["expected"].preempted
+    refused = ch6.try_schedule(SCHEDULE_WRONG["advances the counts itself"], 0)
+    assert refused[-1]["yours"] is None and "num_computed_tokens" in refused[-1]["problem"]
+    assert "not solved yet" in ch6.try_schedule(lambda s: (_ for _ in ()).throw(NotImplementedError()))[0]["problem"]
     with pytest.raises(KeyError, match="no shown case"):
-        ch6.try_schedule(sol6.schedule, "nope")
+        ch6.try_schedule(schedule, "nope")
+
+
+def _serve(policy) -> tuple[list, list, int]:
+    """A workload with preemptions and forked samples on the engine, with the stand-in runner and ``policy``."""
+    memory = BlockManager(14, 4)
+    engine = LLMEngine(StandInRunner(100), memory=memory, max_seq_len=64, max_num_seqs=8, max_num_batched_tokens=12,
+                       **({} if policy is None else {"schedule": policy}))
+    lengths = [(9, 7, 1), (5, 9, 2), (13, 4, 1), (3, 11, 1), (7, 6, 3), (10, 8, 1)]
+    for i, (prompt, max_tokens, n) in enumerate(lengths):
+        engine.add_request(list(range(i, i + prompt)), SamplingParams(max_tokens=max_tokens, n=n))
+    steps, outputs = [], []
+    while engine.has_unfinished:
+        outputs += engine.step()
+        step = engine.last_step
+        steps.append(([(s.seq.seq_id, s.num_new_tokens) for s in step.scheduled], [s.seq_id for s in step.preempted],
+                      [s.seq_id for s in step.admitted], {k: t.block_ids for k, t in memory.tables.items()}))
+    finished = sorted((o.request_id, [c.token_ids for c in o.completions], [c.finish_reason for c in o.completions])
+                      for o in outputs)
+    return finished, steps, engine.scheduler.num_preemptions
+
+
+def test_a_passing_policy_is_a_drop_in_for_the_engine() -> None:
+    shipped = _serve(None)
+    assert shipped[2] >= 2 and len(shipped[0]) == 6                 # memory ran short: the workload preempts
+    assert _serve(_schedule_indexed) == shipped

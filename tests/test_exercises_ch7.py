@@ -7,26 +7,35 @@ import pytest
 import torch
 
 from pagedkv_edu.core.block_manager import BlockManager
-from pagedkv_edu.core.block_table import BlockTable
+from pagedkv_edu.core.prefix_cache import PrefixHit
+from pagedkv_edu.core.request import Request
 from pagedkv_edu.exercises.ch7 import COW_CASES, HIDDEN_COW_CASES, _ref_counts, check_append_with_cow, try_append_with_cow
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow
 
 
 # --- the solutions agree with the package ----------------------------------------------------
 def test_append_with_cow_agrees_with_the_block_manager() -> None:
-    """The first case through BlockManager.fork / append_tokens / take_copies gives the same story."""
+    """The first case through BlockManager.fork / grow / take_copies gives the same story."""
     m = BlockManager(6, 4)
-    m.admit("parent", 6)                       # blocks 0, 1: the case's start
-    m.fork("parent", "child")
+    parent = Request("parent", None, num_prompt_tokens=6)
+    m.admit(parent, 6)                         # blocks 0, 1: the case's start
+    parent.num_computed_tokens = 6
+    child = parent.fork("child", 1)
+    child.num_computed_tokens = 6
+    m.fork(parent, child)
+    records = {"parent": parent, "child": child}
     tables, refs, free = {"parent": [0, 1], "child": [0, 1]}, [2, 2, 0, 0, 0, 0], [2, 3, 4, 5]
     lengths = {"parent": 6, "child": 6}
     for seq in COW_CASES[0].appends:
         slot, copy = append_with_cow(tables[seq], lengths[seq], 4, refs, free)
-        m.grow(seq)
+        record = records[seq]
+        record.output_token_ids.append(0)
+        assert m.grow(record, 1) is not None
+        record.num_computed_tokens += 1
         lengths[seq] += 1
-        assert m.take_copies() == ([copy] if copy else [])
-        assert tables[seq] == m.table(seq).block_ids and refs == m.pool.ref_counts
-        assert slot == m.table(seq).slot(lengths[seq] - 1)
+        assert m.take_copies().copy == ([copy] if copy else [])
+        assert tables[seq] == m.block_ids(record) and refs == m.pool.ref_counts
+        assert slot == m.table(record).slot(lengths[seq] - 1)
 
 
 def test_hidden_cases_cover_the_edges() -> None:
@@ -258,22 +267,28 @@ def test_regroup_beams_agrees_with_the_block_manager() -> None:
         free = [b for b in range(case.num_blocks) if refs[b] == 0]
         new = regroup_beams([list(t) for t in case.tables], refs, free, list(case.parents))
         m = BlockManager(case.num_blocks, 4)
-        for i, table in enumerate(case.tables):   # the same tables in a real pool: touch takes a block or a reference
-            for b in table:
-                m.pool.touch(b)
-            m.tables[i] = BlockTable(4, list(table), 4 * len(table))
-        for i in range(len(case.tables)):
+        beams = []
+        for i, table in enumerate(case.tables):
+            # The same tables in a real pool: admitted as a hit on exactly these blocks, each of which
+            # the admission takes (a free one) or gains a reference to (one an earlier beam holds).
+            beam = Request(i, None, num_prompt_tokens=4 * len(table))
+            assert m.admit(beam, 0, PrefixHit(tuple(table), 4 * len(table))) == list(table)
+            beam.num_computed_tokens = 4 * len(table)
+            beams.append(beam)
+        for i, beam in enumerate(beams):
             if i not in case.parents:
-                m.release(i)
-        seen, ids = set(), []
+                m.release(beam)
+        seen, kept = set(), []
         for j, p in enumerate(case.parents):
             if p in seen:
-                m.fork(p, ("child", j))
-                ids.append(("child", j))
+                child = beams[p].fork(("child", j), j)
+                child.num_computed_tokens = beams[p].num_computed_tokens
+                m.fork(beams[p], child)
+                kept.append(child)
             else:
                 seen.add(p)
-                ids.append(p)
-        assert [m.table(i).block_ids for i in ids] == new
+                kept.append(beams[p])
+        assert [m.block_ids(beam) for beam in kept] == new
         assert m.pool.ref_counts == refs and Counter(m.pool.free_ids()) == Counter(free)
 
 

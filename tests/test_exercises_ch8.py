@@ -9,6 +9,7 @@ import torch
 
 from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.core.block_pool import BlockPool
+from pagedkv_edu.core.request import Request
 from pagedkv_edu.exercises import ch8
 from pagedkv_edu.exercises.solutions import ch8 as sol
 
@@ -22,16 +23,17 @@ def _ref(case: ch8.LookupCase) -> list[int]:
 def test_the_lookup_agrees_with_the_prefix_cache() -> None:
     m = BlockManager(16, 4, enable_prefix_caching=True)
     cached = list(range(11, 21)) + [40, 41]
-    m.admit("a", len(cached), cached)
-    m.mark_computed("a", cached)
-    blocks = m.table("a").block_ids
+    a = Request("a", cached)
+    m.admit(a, len(cached))
+    a.num_computed_tokens = len(cached)
+    blocks = m.block_ids(a)
     table, holds, parent = {}, {}, None
     for i, h in enumerate(sol.block_hashes(cached, 4, ch8.strong_hash)):
         table[h], holds[blocks[i]] = blocks[i], (parent, tuple(cached[i * 4:(i + 1) * 4]))
         parent = h
     for prompt in (cached, cached[:8], cached[:9], list(range(11, 21)) + [30], [11, 12, 13, 0, 0]):
         assert sol.cached_prefix_blocks(prompt, 4, ch8.strong_hash, table, holds) == \
-            list(m.prefix_cache.lookup(prompt).block_ids)
+            list(m.prefix_cache.lookup(prompt, m.prefix_cache.chain(prompt)).block_ids)
 
 
 def test_free_blocks_and_touch_agree_with_the_block_pool() -> None:

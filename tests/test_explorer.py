@@ -9,6 +9,7 @@ import pytest
 from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.core.block_pool import BlockPool
 from pagedkv_edu.core.block_table import BlockTable
+from pagedkv_edu.core.request import Request
 from pagedkv_edu.viz.explorer_state import ExplorerState
 from pagedkv_edu.viz.render import (FREE_COLOUR, OTHER_COLOUR, Picture, manager_svg, pool_svg, render_svg,
                                     request_colour)
@@ -50,6 +51,11 @@ def all_text(svg: str) -> str:
     return " ".join(t.text or "" for t in parse(svg).iter(f"{SVG}text"))
 
 
+def table(state: ExplorerState, seq_id: object) -> BlockTable:
+    """A live sequence's table, by the id the explorer names it with (a copy, read now)."""
+    return state.manager.tables[seq_id]
+
+
 def manager_state(state: ExplorerState) -> tuple:
     """Everything a refused action must leave alone."""
     m = state.manager
@@ -62,11 +68,11 @@ def test_state_reproduces_seed_004_walkthrough() -> None:
     state = ExplorerState(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER)
     rid = state.add_request(7)
     assert rid == 0
-    assert state.manager.table(0).block_ids == [7, 1] and state.manager.table(0).fills == [4, 3]
+    assert table(state, 0).block_ids == [7, 1] and table(state, 0).fills == [4, 3]
     assert state.decode_step()                      # the 8th token fills block 1
-    assert state.manager.table(0).block_ids == [7, 1] and state.manager.table(0).fills == [4, 4]
+    assert table(state, 0).block_ids == [7, 1] and table(state, 0).fills == [4, 4]
     assert state.decode_step()                      # the 9th takes block 3
-    assert state.manager.table(0).block_ids == [7, 1, 3] and state.manager.table(0).fills == [4, 4, 1]
+    assert table(state, 0).block_ids == [7, 1, 3] and table(state, 0).fills == [4, 4, 1]
     assert "r0 took block 3" in state.message and not state.is_error
     assert state.finish(0)
     assert state.manager.pool.free_ids()[-3:] == [3, 1, 7]   # returned last block first
@@ -84,7 +90,7 @@ def test_decode_step_on_a_full_pool_changes_nothing_and_names_the_requests() -> 
     assert "r0, r1" in state.message and "2 in all" in state.message and "only 1 is free" in state.message
     # Once one request finishes, the step goes through.
     assert state.finish(0) and state.decode_step()
-    assert state.manager.table(1).num_tokens == 3
+    assert table(state, 1).num_tokens == 3
 
 
 def test_fork_shares_every_block_and_the_step_copies_on_write() -> None:
@@ -96,7 +102,7 @@ def test_fork_shares_every_block_and_the_step_copies_on_write() -> None:
     assert state.decode_step()
     # Two samples copy the shared half-full block; the last writer finds it private and writes in place.
     assert state.manager.pool.num_used == 4
-    assert [state.manager.table(r).block_ids[-1] for r in (0, "r0.1", "r0.2")] == [2, 3, 1]
+    assert [table(state, r).block_ids[-1] for r in (0, "r0.1", "r0.2")] == [2, 3, 1]
     assert state.manager.pool.ref_counts[:2] == [3, 1]
     assert "r0 copied shared block 1 to block 2" in state.message
     assert "r0.1 copied shared block 1 to block 3" in state.message and "r0.2" not in state.message.split(";", 1)[1]
@@ -118,7 +124,7 @@ def test_decode_step_counts_copy_on_write_blocks_before_changing_anything() -> N
     # Two samples need only one copy: the step fits the one free block exactly.
     assert state.finish("r0.2") and state.decode_step()
     assert state.manager.pool.num_free == 0
-    assert [state.manager.table(r).num_tokens for r in (0, "r0.1")] == [7, 7]
+    assert [table(state, r).num_tokens for r in (0, "r0.1")] == [7, 7]
 
 
 def test_the_explorer_drives_the_engines_scheduler() -> None:
@@ -129,7 +135,7 @@ def test_the_explorer_drives_the_engines_scheduler() -> None:
     state.add_request(3)
     assert state.step_n(3) == 3
     assert [s.seq_id for s in state.scheduler.running] == state.live_requests == [0, "r0.1", 1]
-    assert [state.scheduler.num_computed_tokens(s) for s in state.scheduler.running] == [9, 9, 6]
+    assert [s.num_computed_tokens for s in state.scheduler.running] == [9, 9, 6]
     usage, snap = state.manager.usage(), state.snapshot()
     assert usage.stored_tokens == snap.num_tokens and usage.held_slots == snap.allocated_slots
     assert state.scheduler.num_preemptions == 0 and state.scheduler.counts.prompt_tokens == 9
@@ -139,7 +145,8 @@ def test_the_explorer_drives_the_engines_scheduler() -> None:
 def test_forked_names_skip_a_sample_made_on_the_manager() -> None:
     state = ExplorerState(8, 4)
     state.add_request(3)
-    state.manager.fork(0, "r0.1")
+    parent = state.manager.sequences[0]
+    state.manager.fork(parent, parent.fork("r0.1", 1))
     assert state.fork(0) == "r0.2"
 
 
@@ -147,7 +154,7 @@ def test_step_n_stops_at_the_first_refused_step() -> None:
     state = ExplorerState(2, 4)
     state.add_request(3)
     assert state.step_n(10) == 5                   # 3 -> 8 tokens fills both blocks
-    assert state.manager.table(0).num_tokens == 8
+    assert table(state, 0).num_tokens == 8
     assert state.message.startswith("ran 5 of 10 steps") and state.is_error
     assert state.step_n(0) == 0 and "N >= 1" in state.message
 
@@ -217,9 +224,14 @@ def test_constructor_rejects_bad_sizes() -> None:
 
 # --- the renderer on fixed states --------------------------------------------------------
 def seed_004_manager() -> BlockManager:
+    """The article's r0: a 7-token prompt, then 2 more tokens (playing the scheduler, which advances the count)."""
     manager = BlockManager.over(BlockPool.from_free_order(8, 4, BLOCK_TABLE_ARTICLE_FREE_ORDER))
-    manager.admit(0, 7)
-    manager.grow(0, 2)
+    seq = Request(0, None, num_prompt_tokens=7)
+    manager.admit(seq, 7)
+    seq.num_computed_tokens = 7
+    seq.output_token_ids += [0, 0]
+    manager.grow(seq, 2)
+    seq.num_computed_tokens += 2
     return manager
 
 
@@ -282,7 +294,9 @@ def test_shared_block_is_striped_and_badged() -> None:
 
 def test_long_tables_are_elided_but_keep_the_last_row() -> None:
     manager = BlockManager(40, 2)
-    manager.admit("long", 61)               # 31 blocks
+    seq = Request("long", None, num_prompt_tokens=61)
+    manager.admit(seq, 61)                  # 31 blocks
+    seq.num_computed_tokens = 61
     svg = render_svg(snapshot(manager), max_rows=6)
     rows = table_rows(svg)["long"]
     assert [r[0] for r in rows] == [0, 1, 2, 3, 30]
@@ -315,7 +329,7 @@ def test_snapshot_rejects_bad_input() -> None:
 def test_picture_mimebundle_is_svg_and_text_of_the_state_at_creation() -> None:
     manager = seed_004_manager()
     picture = Picture(manager)
-    manager.release(0)                              # later changes do not alter the picture
+    manager.release(manager.sequences[0])           # later changes do not alter the picture
     bundle = picture._repr_mimebundle_()
     assert set(bundle) == {"image/svg+xml", "text/plain"}
     assert table_rows(bundle["image/svg+xml"]) == {"r0": [(0, 7, 4), (1, 1, 4), (2, 3, 1)]}
@@ -336,7 +350,7 @@ def explorer():
 def test_widget_buttons_drive_the_state_and_the_picture(explorer) -> None:
     assert len(blocks(explorer.drawing.value)) == 8
     explorer.add_button.click()
-    assert explorer.state.manager.table(0).block_ids == [7, 1]
+    assert table(explorer.state, 0).block_ids == [7, 1]
     assert table_rows(explorer.drawing.value) == {"r0": [(0, 7, 4), (1, 1, 3)]}
     explorer.step_button.click()
     explorer.step_button.click()
@@ -346,8 +360,8 @@ def test_widget_buttons_drive_the_state_and_the_picture(explorer) -> None:
     explorer.add_button.click()                    # r1 takes blocks 0 and 2
     assert [label for label, _ in explorer.request_choice.options] == ["r0", "r1"]
     explorer.step_n_button.click()                 # 3 more steps: r0 -> 12 tokens, r1 -> 8 tokens
-    assert explorer.state.manager.table(0).num_tokens == 12
-    assert explorer.state.manager.table(1).fills == [4, 4]
+    assert table(explorer.state, 0).num_tokens == 12
+    assert table(explorer.state, 1).fills == [4, 4]
     drawn = blocks(explorer.drawing.value)
     assert {b for b, g in drawn.items() if g.get("data-owner") == "r1"} == {0, 2}
     assert "decode step 5" in explorer.event_log.value

@@ -8,6 +8,7 @@ import torch
 from pagedkv_edu import runtime
 from pagedkv_edu.attention import paged_decode_attention_float64, sdpa_decode_attention
 from pagedkv_edu.core.block_manager import BlockManager
+from pagedkv_edu.core.request import Request
 from pagedkv_edu.attention.kv_cache import PagedKVCache, block_bytes
 from pagedkv_edu.specs import get_spec
 
@@ -68,41 +69,45 @@ def test_prefill_then_decode_through_the_block_manager(backend: str) -> None:
     cache = PagedKVCache(2, 12, block_size, num_kv_heads, head_dim, device=DEVICE)
     manager = BlockManager(num_blocks=12, block_size=block_size, max_seq_len=64)
     gen = torch.Generator().manual_seed(0)
-    prompt_lens = {0: 5, 1: 4, 2: 9}
-    written: dict[int, list[list[torch.Tensor]]] = {s: [[], []] for s in prompt_lens}  # per seq, per layer
+    records = [Request(i, None, num_prompt_tokens=n) for i, n in enumerate((5, 4, 9))]
+    written: dict[Request, list[list[torch.Tensor]]] = {s: [[], []] for s in records}  # per seq, per layer
 
     def new_kv(n: int) -> torch.Tensor:
         return torch.randn(n, num_kv_heads, head_dim, generator=gen).to(DEVICE)
 
     slots: list[int] = []
-    owners: list[int] = []
-    for seq, n in prompt_lens.items():
+    owners: list[Request | None] = []
+    for seq in records:                 # playing the scheduler: room for the prompt, then the count advances
+        n = seq.num_prompt_tokens
         manager.admit(seq, n)
-        slots += manager.slot_mapping(seq)
+        seq.num_computed_tokens = n
+        slots += manager.table(seq).slot_mapping()
         owners += [seq] * n
     slots.insert(3, -1)  # a padding token in the middle of the batch
-    owners.insert(3, -1)
+    owners.insert(3, None)
     slot_mapping = torch.tensor(slots, dtype=torch.int32, device=DEVICE)
     for layer in range(2):
         k = new_kv(len(slots))
         cache.store(layer, k, -k, slot_mapping, backend=backend)
-        for seq in prompt_lens:
-            rows = [i for i, o in enumerate(owners) if o == seq]
+        for seq in records:
+            rows = [i for i, o in enumerate(owners) if o is seq]
             written[seq][layer].append(k[rows])
 
     for _ in range(2):  # two decode steps: one token per sequence
         step = []
-        for seq in prompt_lens:
+        for seq in records:
+            seq.output_token_ids.append(0)          # its sampled token, whose K/V this step writes
             manager.grow(seq, 1)
-            step.append(manager.slot_mapping(seq)[-1])
+            seq.num_computed_tokens += 1
+            step.append(manager.table(seq).slot_mapping()[-1])
         slot_mapping = torch.tensor(step, dtype=torch.int32, device=DEVICE)
         for layer in range(2):
             k = new_kv(len(step))
             cache.store(layer, k, -k, slot_mapping, backend=backend)
-            for i, seq in enumerate(prompt_lens):
+            for i, seq in enumerate(records):
                 written[seq][layer].append(k[i:i + 1])
 
-    seqs = list(prompt_lens)
+    seqs = records
     tables = [manager.table(s).block_ids for s in seqs]
     lens = [manager.table(s).num_tokens for s in seqs]
     block_tables = torch.full((3, max(map(len, tables))), -1, dtype=torch.int32)

@@ -11,6 +11,7 @@ import torch
 from pagedkv_edu import runtime
 from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.core.block_pool import OutOfBlocksError
+from pagedkv_edu.core.request import Request
 from pagedkv_edu.sim.contiguous import ContiguousArena, ContiguousMemory
 from pagedkv_edu.engine.model_runner import plan_step
 from pagedkv_edu.engine.generate import blocks_for, generate
@@ -188,15 +189,15 @@ def test_prefill_over_a_cached_prefix_matches_one_shot_prefill(tiny):
     """A later chapter prefills only the uncached tail (prefix hit, recompute after preemption)."""
     prompt = random_prompts([23], seed=6)[0]
     model = tiny.model
-    whole, whole_blocks = PagedKVCache.for_model(model.config, 16, 4), BlockManager(16, 4)
-    logits_whole = model(torch.tensor(prompt), plan_step(whole_blocks, ["s"], [23]), whole)
-    split, split_blocks = PagedKVCache.for_model(model.config, 16, 4), BlockManager(16, 4)
-    model(torch.tensor(prompt[:10]), plan_step(split_blocks, ["s"], [10]), split)          # the cached prefix
-    logits_split = model(torch.tensor(prompt[10:]), plan_step(split_blocks, ["s"], [13]), split)
+    whole, whole_blocks, one = PagedKVCache.for_model(model.config, 16, 4), BlockManager(16, 4), Request("s", prompt)
+    logits_whole = model(torch.tensor(prompt), plan_step(whole_blocks, [one], [23]), whole)
+    split, split_blocks, two = PagedKVCache.for_model(model.config, 16, 4), BlockManager(16, 4), Request("s", prompt)
+    model(torch.tensor(prompt[:10]), plan_step(split_blocks, [two], [10]), split)          # the cached prefix
+    logits_split = model(torch.tensor(prompt[10:]), plan_step(split_blocks, [two], [13]), split)
     assert torch.allclose(logits_whole, logits_split, atol=1e-5)
     for layer in range(model.config.num_layers):
-        k_whole, _ = whole.gather(layer, whole_blocks.table("s").block_ids, 23)
-        k_split, _ = split.gather(layer, split_blocks.table("s").block_ids, 23)
+        k_whole, _ = whole.gather(layer, whole_blocks.block_ids(one), 23)
+        k_split, _ = split.gather(layer, split_blocks.block_ids(two), 23)
         assert torch.allclose(k_whole, k_split, atol=1e-6)
 
 
@@ -221,10 +222,12 @@ def test_the_store_can_be_driven_step_by_step(tiny):
     store = PagedKVCache.for_model(tiny.model.config, 8, 4)
     seen = []
     result = generate(tiny.model, random_prompts([5]), 5, store=store,
-                      on_step=lambda step, m: seen.append((step, list(m.table(0).block_ids), m.table(0).num_tokens)))
+                      on_step=lambda step, m: seen.append((step, m.table(m.sequences[0]).block_ids,
+                                                           m.table(m.sequences[0]).num_tokens)))
     assert [n for _, _, n in seen] == [5, 6, 7, 8, 9]
     assert [len(ids) for _, ids, _ in seen] == [2, 2, 2, 2, 3]   # a new block only when the last one fills
-    assert result.manager.table(0).block_ids == seen[-1][1]      # the blocks stay for inspection
+    (seq,) = result.manager.sequences                              # the blocks stay for inspection
+    assert result.manager.block_ids(seq) == result.block_tables[0].block_ids == seen[-1][1]
     again = generate(tiny.model, random_prompts([5]), 5, store=store)   # a store holds tensors only: reusable
     assert again.tokens == result.tokens
 
@@ -309,24 +312,32 @@ def test_zero_new_tokens_is_an_empty_generation(tiny):
 
 def test_a_refused_step_leaves_the_pool_untouched(tiny):
     manager = BlockManager(3, 4)
-    plan_step(manager, ["a"], [5])                       # 2 blocks
-    before = (manager.pool.free_ids(), {k: list(t.block_ids) for k, t in manager.tables.items()})
+    a, b = Request("a", [1] * 5), Request("b", [2] * 5)
+    plan_step(manager, [a], [5])                         # 2 blocks
+    a.output_token_ids.append(3)                         # its sampled token, to bring next
+
+    def state() -> tuple:
+        return manager.pool.free_ids(), manager.tables, a.num_computed_tokens, b.num_computed_tokens, b in manager
+
+    before = state()
     with pytest.raises(OutOfBlocksError):
-        plan_step(manager, ["a", "b"], [1, 5])           # a needs 0 new blocks, b needs 2, 1 is free
-    assert (manager.pool.free_ids(), {k: list(t.block_ids) for k, t in manager.tables.items()}) == before
+        plan_step(manager, [a, b], [1, 5])               # a needs 0 new blocks, b needs 2, 1 is free
+    assert state() == before                             # neither the pool, the tables nor the records changed
     with pytest.raises(ValueError, match="at least one token"):
-        plan_step(manager, ["a"], [0])
+        plan_step(manager, [a], [0])
     with pytest.raises(ValueError, match="twice"):
-        plan_step(manager, ["a", "a"], [1, 1])
+        plan_step(manager, [a, a], [1, 1])
 
 
 def test_contiguous_memory_refuses_overflowing_reservations(tiny):
-    memory = ContiguousMemory(ContiguousArena(8), lambda _id, _n: 8)
-    assert memory.can_admit("a", 8)
-    memory.admit("a", 8)
-    assert not memory.can_grow("a") and not memory.can_admit("b", 1)
-    with pytest.raises(ValueError, match="filled its reservation of 8 slots"):
-        memory.grow("a")
+    """Each call grants room or returns None with nothing changed: a full reservation cannot grow or make room."""
+    memory = ContiguousMemory(ContiguousArena(8), lambda seq: 8)
+    a, b = Request("a", None, num_prompt_tokens=8), Request("b", None, num_prompt_tokens=1)
+    assert memory.admit(a, 8) == []
+    a.num_computed_tokens = 8
+    a.output_token_ids.append(0)
+    assert memory.grow(a, 1) is None and memory.admit(b, 1) is None
+    assert memory.held == [a] and memory.arena.reserved == 8 and memory.usage().stored_tokens == 8
 
 
 def test_a_random_model_runs_without_its_tokenizer_package(monkeypatch):

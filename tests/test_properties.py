@@ -1,9 +1,9 @@
 """Hypothesis property tests: random histories of the block manager, the contiguous arena and the simulator.
 
 Each state machine predicts, from a model of its own, whether an operation must succeed. Bad
-operations (duplicate ids, unknown sequences, double frees, positions past a table, appends to
-an exhausted pool, sizes out of range) are mixed in on purpose: they must raise, and leave the
-whole state exactly as it was.
+operations (admitting twice, unknown sequences, double frees, positions past a table, sizes out
+of range) are mixed in on purpose: they must raise; a request that does not fit now (an exhausted
+pool) must be declined. Either way the whole state must be exactly as it was.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu.core.block_manager import BlockManager
-from pagedkv_edu.core.block_pool import OutOfBlocksError
 from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.core.request import Request
 from pagedkv_edu.sim.contiguous import RESERVE_POLICIES, ContiguousArena, Extent, NoContiguousSpaceError, \
     reservation_size
 from pagedkv_edu.sim.simulate import simulate
-from pagedkv_edu.workload import Request
+from pagedkv_edu.workload import Request as WorkloadRequest
 
 MACHINE_SETTINGS = settings(max_examples=60, stateful_step_count=30, deadline=None,
                             suppress_health_check=[HealthCheck.too_slow])
@@ -40,13 +40,18 @@ def arena_state(a: ContiguousArena) -> tuple:
 
 
 class BlockManagerMachine(RuleBasedStateMachine):
-    """Random add / append / finish, with bad calls mixed in, against a model of token counts."""
+    """Random admit / grow / release, with bad calls mixed in, against a model of token counts.
+
+    The machine plays the scheduler: it appends a sequence's tokens to its record before
+    asking room for them, and advances the record's count once room is granted.
+    """
 
     @initialize(num_blocks=st.integers(1, 16), block_size=st.integers(1, 6),
                 max_seq_len=st.none() | st.integers(1, 60))
     def build(self, num_blocks: int, block_size: int, max_seq_len: int | None) -> None:
         self.m = BlockManager(num_blocks, block_size, max_seq_len)
-        self.tokens: dict[int, int] = {}  # the model: live sequence -> tokens
+        self.tokens: dict[int, int] = {}      # the model: sequence holding memory -> tokens
+        self.seqs: dict[int, Request] = {}    # their records
 
     def refused(self, call, errors: tuple[type[Exception], ...]) -> None:
         """``call`` must raise one of ``errors`` with a message, and change nothing."""
@@ -59,11 +64,23 @@ class BlockManagerMachine(RuleBasedStateMachine):
             raise AssertionError("a bad call was accepted")
         assert manager_state(self.m) == before
 
-    def fits_length(self, n: int) -> bool:
-        return n >= 0 and (self.m.max_seq_len is None or n <= self.m.max_seq_len)
+    def declined(self, call) -> None:
+        """``call`` must return None (no room now), and change nothing."""
+        before = manager_state(self.m)
+        assert call() is None, "a call that does not fit was granted"
+        assert manager_state(self.m) == before
+
+    def fits_ever(self, n: int) -> bool:
+        """Within max_seq_len and the whole pool: anything else is refused by name."""
+        return (n >= 0 and (self.m.max_seq_len is None or n <= self.m.max_seq_len)
+                and n <= self.m.pool.capacity_tokens)
 
     def live(self, index: int) -> int:
         return sorted(self.tokens)[index % len(self.tokens)]
+
+    def record(self, seq: int) -> Request:
+        """The live sequence's record, or a fresh one (a sequence that holds nothing)."""
+        return self.seqs[seq] if seq in self.seqs else Request(seq, None, num_prompt_tokens=1)
 
     # --- operations ------------------------------------------------------------------------
     # Sequence ids are drawn from 0..5, so some calls hit live sequences and some do not
@@ -71,37 +88,47 @@ class BlockManagerMachine(RuleBasedStateMachine):
     # live sequence, so that long histories of growth and exhaustion happen too.
     @rule(seq=SEQ_IDS, n=LENGTHS)
     def add(self, seq: int, n: int) -> None:
-        ok = seq not in self.tokens and self.fits_length(n) and blocks_needed(n, self.m.block_size) <= \
-            self.m.pool.num_free
-        if seq not in self.tokens and n >= 0:
-            assert self.m.can_admit(seq, n) == (blocks_needed(n, self.m.block_size) <= self.m.pool.num_free)
-        if not ok:
-            self.refused(lambda: self.m.admit(seq, n), (KeyError, ValueError, OutOfBlocksError))
+        if seq in self.tokens:
+            self.refused(lambda: self.m.admit(self.seqs[seq], max(n, 0)), (KeyError,))
+            return
+        record = Request(seq, None, num_prompt_tokens=max(n, 1))
+        if not self.fits_ever(n):
+            self.refused(lambda: self.m.admit(record, n), (ValueError,))
+            return
+        if blocks_needed(n, self.m.block_size) > self.m.pool.num_free:
+            self.declined(lambda: self.m.admit(record, n))
             return
         free_before = self.m.pool.free_ids()
-        assert self.m.admit(seq, n) == 0
-        table = self.m.table(seq)
+        table = self.m.admit(record, n)
         # Blocks come from the front of the free queue, in order.
-        assert table.block_ids == free_before[:blocks_needed(n, self.m.block_size)]
-        self.tokens[seq] = n
+        assert table == free_before[:blocks_needed(n, self.m.block_size)]
+        record.num_computed_tokens = n
+        self.tokens[seq], self.seqs[seq] = n, record
 
     @rule(seq=SEQ_IDS, n=GROWTH)
     def append(self, seq: int, n: int) -> None:
+        record = self.record(seq)
         if seq not in self.tokens:
-            self.refused(lambda: self.m.grow(seq, n), (KeyError,))
+            self.refused(lambda: self.m.grow(record, n), (KeyError,))
             return
-        table = self.m.table(seq)
-        need = blocks_needed(self.tokens[seq] + n, self.m.block_size) - len(table.block_ids) if n >= 0 else 0
+        ids_before = self.m.block_ids(record)
+        need = blocks_needed(self.tokens[seq] + n, self.m.block_size) - len(ids_before) if n >= 0 else 0
         if n >= 0:
-            assert self.m.can_grow(seq, n) == (need <= self.m.pool.num_free)
-        if not (n >= 0 and self.fits_length(self.tokens[seq] + n) and need <= self.m.pool.num_free):
-            self.refused(lambda: self.m.grow(seq, n), (ValueError, OutOfBlocksError))
+            assert self.m.blocks_to_grow(record, n) == need
+        record.output_token_ids += [0] * max(n, 0)      # the tokens it grows for, before it grows
+        if n < 0 or not self.fits_ever(self.tokens[seq] + n):
+            self.refused(lambda: self.m.grow(record, n), (ValueError,))
+        elif need > self.m.pool.num_free:
+            self.declined(lambda: self.m.grow(record, n))
+        else:
+            free_before = self.m.pool.free_ids()
+            new = self.m.grow(record, n)
+            assert new == free_before[:need]
+            assert self.m.block_ids(record) == ids_before + new
+            record.num_computed_tokens += n
+            self.tokens[seq] += n
             return
-        free_before, ids_before = self.m.pool.free_ids(), list(table.block_ids)
-        new = self.m.grow(seq, n)
-        assert new == free_before[:need]
-        assert table.block_ids == ids_before + new
-        self.tokens[seq] += n
+        del record.output_token_ids[len(record.output_token_ids) - max(n, 0):]
 
     @precondition(lambda self: self.tokens)
     @rule(index=st.integers(0, 5), n=GROWTH)
@@ -110,15 +137,16 @@ class BlockManagerMachine(RuleBasedStateMachine):
 
     @rule(seq=SEQ_IDS)
     def finish(self, seq: int) -> None:
+        record = self.record(seq)
         if seq not in self.tokens:
-            self.refused(lambda: self.m.release(seq), (KeyError,))
+            self.refused(lambda: self.m.release(record), (KeyError,))
             return
-        ids = list(self.m.table(seq).block_ids)
+        ids = self.m.block_ids(record)
         free_before = self.m.pool.free_ids()
-        assert self.m.release(seq) == ids[::-1]  # tail first
+        assert self.m.release(record) == ids[::-1]  # tail first
         assert self.m.pool.free_ids() == free_before + ids[::-1]
-        del self.tokens[seq]
-        self.refused(lambda: self.m.release(seq), (KeyError,))  # and never twice
+        del self.tokens[seq], self.seqs[seq]
+        self.refused(lambda: self.m.release(record), (KeyError,))  # and never twice
 
     @precondition(lambda self: self.tokens)
     @rule(index=st.integers(0, 5))
@@ -136,12 +164,13 @@ class BlockManagerMachine(RuleBasedStateMachine):
 
     @rule(seq=SEQ_IDS, extra=st.integers(0, 3))
     def slot_past_the_table(self, seq: int, extra: int) -> None:
+        record = self.record(seq)
         if seq not in self.tokens:
-            self.refused(lambda: self.m.slot_mapping(seq), (KeyError,))
+            self.refused(lambda: self.m.table(record), (KeyError,))
             return
         n = self.tokens[seq]
-        self.refused(lambda: self.m.slot_mapping(seq, 0, n + 1 + extra), (IndexError,))
-        self.refused(lambda: self.m.table(seq).slot(n + extra), (IndexError,))
+        self.refused(lambda: self.m.table(record).slot_mapping(0, n + 1 + extra), (IndexError,))
+        self.refused(lambda: self.m.table(record).slot(n + extra), (IndexError,))
 
     @precondition(lambda self: self.tokens)
     @rule(index=st.integers(0, 5), extra=st.integers(0, 3))
@@ -165,20 +194,23 @@ class BlockManagerMachine(RuleBasedStateMachine):
     @invariant()
     def tables_match_the_model(self) -> None:
         assert {sid: t.num_tokens for sid, t in self.m.tables.items()} == self.tokens
+        assert self.m.sequences == [self.seqs[sid] for sid in self.m.tables]   # the records, in admission order
         bs = self.m.block_size
         for t in self.m.tables.values():
             assert len(t.block_ids) == blocks_needed(t.num_tokens, bs)
             assert 0 <= t.waste < bs or not t.block_ids
             assert sum(t.fills) == t.num_tokens
-        assert self.m.num_tokens == sum(self.tokens.values())
-        assert self.m.waste_slots == sum(t.waste for t in self.m.tables.values())
+        usage = self.m.usage()
+        assert usage.stored_tokens == sum(self.tokens.values())   # nothing is shared here
+        assert usage.waste_slots == sum(t.waste for t in self.m.tables.values())
+        assert usage.held_slots == self.m.pool.num_used * bs and usage.capacity == self.m.pool.capacity_tokens
 
     @invariant()
     def slot_mapping_is_a_bijection_onto_filled_owned_slots(self) -> None:
         bs = self.m.block_size
         seen: dict[int, tuple[int, int]] = {}
         for sid, t in self.m.tables.items():
-            mapping = self.m.slot_mapping(sid)
+            mapping = t.slot_mapping()
             assert len(mapping) == t.num_tokens
             for pos, slot in enumerate(mapping):
                 assert slot not in seen, f"{(sid, pos)} and {seen[slot]} share slot {slot}"
@@ -192,8 +224,8 @@ class BlockManagerMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if not hasattr(self, "m"):
             return
-        for seq in list(self.tokens):
-            self.m.release(seq)
+        for record in self.seqs.values():
+            self.m.release(record)
         pool = self.m.pool
         assert self.m.tables == {}
         assert sorted(pool.free_ids()) == list(range(pool.num_blocks))
@@ -314,7 +346,7 @@ WORKLOADS = st.lists(st.tuples(st.integers(1, 40), st.integers(0, 20), st.intege
        reserve=st.sampled_from(RESERVE_POLICIES), spare=st.integers(0, 96), watermark=st.integers(0, 2))
 def test_simulation_accounts_for_every_slot_and_finishes_every_request(workload, policy, block_size, reserve,
                                                                          spare, watermark) -> None:
-    reqs = [Request(i, p, o, arrival) for i, (p, o, arrival) in enumerate(workload)]
+    reqs = [WorkloadRequest(i, p, o, arrival) for i, (p, o, arrival) in enumerate(workload)]
     if policy == "paged":
         budget = max(blocks_needed(r.final_len, block_size) for r in reqs) * block_size + spare
     else:

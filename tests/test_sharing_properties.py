@@ -16,14 +16,17 @@ from __future__ import annotations
 from collections import Counter
 
 import hypothesis.strategies as st
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu import runtime
-from pagedkv_edu.core.block_manager import BlockManager
-from pagedkv_edu.core.block_pool import OutOfBlocksError
 from pagedkv_edu.attention.kv_cache import PagedKVCache
+from pagedkv_edu.core.block_manager import BlockCopies, BlockManager
+from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.core.prefix_cache import ROOT_HASH
+from pagedkv_edu.core.request import Request
 
 DEVICE = runtime.device()
 PREFIXES = ([], [1, 2, 1, 2, 1, 2, 1], [1, 2, 3, 3, 2])   # shared beginnings, so the cache gets hits
@@ -39,44 +42,62 @@ def k_value(tokens: list[int]) -> float:
 
 
 class SharingMachine(RuleBasedStateMachine):
-    """A prefix-caching block manager and a one-layer cache, driven the way the engine drives them."""
+    """A prefix-caching block manager and a one-layer cache, driven the way the scheduler and the engine drive them."""
 
     @initialize(num_blocks=st.integers(4, 20), block_size=st.integers(1, 4), backend=st.sampled_from(["torch", "triton"]))
     def build(self, num_blocks: int, block_size: int, backend: str) -> None:
         self.m = BlockManager(num_blocks, block_size, enable_prefix_caching=True)
         self.cache = PagedKVCache(1, num_blocks, block_size, 1, 2, device=DEVICE)
         self.backend = backend
-        self.tokens: dict[int, list[int]] = {}
+        self.seqs: dict[int, Request] = {}     # the sequences holding memory, by id
         self.next_id = 0
 
     # --- what the engine does around the manager ----------------------------------------------
-    def write(self, seq_id: int, start: int) -> None:
-        """The forward pass: K/V of positions ``start ..`` into their slots, then report them computed."""
-        tokens = self.tokens[seq_id]
+    def write(self, seq: Request, start: int) -> None:
+        """The forward pass: K/V of positions ``start ..`` (granted, and counted computed) into their slots."""
+        tokens = seq.token_ids
+        assert seq.num_computed_tokens == len(tokens)
         if start < len(tokens):
-            written = self.m.slot_mapping(seq_id, start, len(tokens))
+            written = self.m.table(seq).slot_mapping(start, len(tokens))
             shared = {s // self.m.block_size for s in written} - {
-                b for b in self.m.table(seq_id).block_ids if self.m.pool.ref_counts[b] == 1}
-            assert not shared, f"seq {seq_id} writes into blocks {shared} that another sequence sees"
+                b for b in self.m.block_ids(seq) if self.m.pool.ref_counts[b] == 1}
+            assert not shared, f"seq {seq.seq_id} writes into blocks {shared} that another sequence sees"
             slots = torch.tensor(written, device=DEVICE)
             k = torch.tensor([k_value(tokens[:p + 1]) for p in range(start, len(tokens))], device=DEVICE)
             v = torch.tensor([float(t) for t in tokens[start:]], device=DEVICE)
             self.cache.store(0, k[:, None, None].expand(-1, 1, 2), v[:, None, None].expand(-1, 1, 2), slots)
-        self.m.mark_computed(seq_id, tokens)
 
     def state(self) -> tuple:
+        cache = self.m.prefix_cache
         return (self.m.pool.free_ids(), list(self.m.pool.ref_counts),
-                [(s, list(t.block_ids), t.num_tokens) for s, t in self.m.tables.items()])
+                [(s, list(t.block_ids), t.num_tokens) for s, t in self.m.tables.items()],
+                [cache.holds(b) for b in range(self.m.pool.num_blocks)],
+                (cache.queried_tokens, cache.hit_tokens, cache.num_evictions))
 
-    def refused(self, call) -> None:
+    def admitted(self, tokens: list[int]) -> tuple[Request, int] | None:
+        """Look a new sequence up and admit it (the count advanced past its tokens), or None when it does not fit.
+
+        Whether it fits is predicted first: the blocks it takes (new ones, and the cached free
+        ones its hit revives) against the free blocks. A refusal must change nothing.
+        """
+        seq = Request(self.next_id, tokens)
+        self.next_id += 1
+        hit = self.m.lookup(seq)
+        revived = sum(1 for b in hit.block_ids if self.m.pool.ref_counts[b] == 0)
+        fits = blocks_needed(len(tokens), self.m.block_size) - len(hit.block_ids) + revived <= self.m.pool.num_free
         before = self.state()
-        try:
-            call()
-        except OutOfBlocksError:
-            pass
-        else:
-            raise AssertionError("a call that did not fit was accepted")
-        assert self.state() == before
+        if not self.m.fits(len(tokens)):           # more blocks than the whole pool: refused by name
+            with pytest.raises(ValueError, match="can never be held"):
+                self.m.admit(seq, len(tokens) - hit.num_tokens, hit)
+            assert self.state() == before, "a refused admission changed something"
+            return None
+        ids = self.m.admit(seq, len(tokens) - hit.num_tokens, hit)
+        if ids is None:
+            assert not fits and self.state() == before, "a refused admission changed something"
+            return None
+        assert fits and ids[:len(hit.block_ids)] == list(hit.block_ids)
+        seq.num_computed_tokens = len(tokens)
+        return seq, hit.num_tokens
 
     # --- rules ------------------------------------------------------------------------------------
     @rule(prefix=st.sampled_from(PREFIXES), tail=st.lists(TOKENS, max_size=6))
@@ -84,15 +105,14 @@ class SharingMachine(RuleBasedStateMachine):
         tokens = prefix + tail
         if not tokens:
             return
-        seq_id, self.next_id = self.next_id, self.next_id + 1
-        if not self.m.can_admit(seq_id, len(tokens), tokens):
-            self.refused(lambda: self.m.admit(seq_id, len(tokens), tokens))
+        admitted = self.admitted(tokens)
+        if admitted is None:
             return
-        hit = self.m.admit(seq_id, len(tokens), tokens)
-        self.tokens[seq_id] = tokens
+        seq, hit = admitted
+        self.seqs[seq.seq_id] = seq
         assert hit < len(tokens) and hit % self.m.block_size == 0
-        self.check_sequence(seq_id, hit)        # the hit blocks already hold this prefix's K/V
-        self.write(seq_id, hit)
+        self.check_sequence(seq, hit)           # the hit blocks already hold this prefix's K/V
+        self.write(seq, hit)
 
     @rule(prefix=st.sampled_from(PREFIXES[1:]))
     def add_then_preempt_after_the_forward(self, prefix: list[int]) -> None:
@@ -101,69 +121,86 @@ class SharingMachine(RuleBasedStateMachine):
         (The scheduler grows before it admits, so a sequence is never released before the
         forward pass of the step that admitted it.)
         """
-        seq_id, self.next_id = self.next_id, self.next_id + 1
-        if self.m.can_admit(seq_id, len(prefix), prefix):
-            hit = self.m.admit(seq_id, len(prefix), prefix)
-            self.tokens[seq_id] = list(prefix)
-            self.write(seq_id, hit)
-            self.m.release(seq_id)
-            del self.tokens[seq_id]
+        admitted = self.admitted(list(prefix))
+        if admitted is not None:
+            seq, hit = admitted
+            self.write(seq, hit)
+            self.m.release(seq)
 
-    @precondition(lambda self: self.tokens)
+    @precondition(lambda self: self.seqs)
     @rule(data=st.data())
     def fork(self, data: st.DataObject) -> None:
-        parent = data.draw(st.sampled_from(sorted(self.tokens)))
-        child, self.next_id = self.next_id, self.next_id + 1
+        parent = self.seqs[data.draw(st.sampled_from(sorted(self.seqs)))]
+        child = parent.fork(self.next_id, 0)
+        self.next_id += 1
+        child.num_computed_tokens = parent.num_computed_tokens
         self.m.fork(parent, child)
-        self.tokens[child] = list(self.tokens[parent])
+        self.seqs[child.seq_id] = child
 
-    @precondition(lambda self: self.tokens)
+    @precondition(lambda self: self.seqs)
     @rule(data=st.data(), token=TOKENS)
     def append(self, data: st.DataObject, token: int) -> None:
-        seq_id = data.draw(st.sampled_from(sorted(self.tokens)))
-        if not self.m.can_grow(seq_id):
-            self.refused(lambda: self.m.grow(seq_id))
+        seq = self.seqs[data.draw(st.sampled_from(sorted(self.seqs)))]
+        seq.output_token_ids.append(token)
+        before = self.state()
+        if not self.m.fits(seq.num_tokens):        # more blocks than the whole pool: refused by name
+            with pytest.raises(ValueError, match="can never be held"):
+                self.m.grow(seq, 1)
+            assert self.state() == before, "a refused growth changed something"
+            seq.output_token_ids.pop()
             return
-        self.m.grow(seq_id)
-        self.cache.copy_blocks(self.m.take_copies(), self.backend)   # before the forward, as the engine does
-        self.tokens[seq_id].append(token)
-        self.write(seq_id, len(self.tokens[seq_id]) - 1)
+        fits = self.m.blocks_to_grow(seq, 1) <= self.m.pool.num_free
+        if self.m.grow(seq, 1) is None:
+            assert not fits and self.state() == before, "a refused growth changed something"
+            seq.output_token_ids.pop()
+            return
+        assert fits
+        seq.num_computed_tokens += 1
+        self.cache.copy_blocks(self.m.take_copies().copy, self.backend)   # before the forward, as the engine does
+        self.write(seq, seq.num_tokens - 1)
 
-    @precondition(lambda self: self.tokens)
+    @precondition(lambda self: self.seqs)
     @rule(data=st.data())
     def finish(self, data: st.DataObject) -> None:
-        seq_id = data.draw(st.sampled_from(sorted(self.tokens)))
-        self.m.release(seq_id)
-        del self.tokens[seq_id]
+        self.m.release(self.seqs.pop(data.draw(st.sampled_from(sorted(self.seqs)))))
 
     # --- invariants -------------------------------------------------------------------------------
-    def check_sequence(self, seq_id: int, upto: int) -> None:
-        tokens = self.tokens[seq_id]
-        k, v = self.cache.gather(0, self.m.table(seq_id).block_ids, max(upto, 1))
+    def check_sequence(self, seq: Request, upto: int) -> None:
+        tokens = seq.token_ids
+        k, v = self.cache.gather(0, self.m.block_ids(seq), max(upto, 1))
         for p in range(upto):
-            assert k[p, 0, 0].item() == k_value(tokens[:p + 1]), f"seq {seq_id} position {p}: K of another prefix"
-            assert v[p, 0, 0].item() == tokens[p], f"seq {seq_id} position {p}: V of another token"
+            assert k[p, 0, 0].item() == k_value(tokens[:p + 1]), f"seq {seq.seq_id} position {p}: K of another prefix"
+            assert v[p, 0, 0].item() == tokens[p], f"seq {seq.seq_id} position {p}: V of another token"
 
     @invariant()
     def every_sequence_reads_its_own_tokens(self) -> None:
-        for seq_id, tokens in self.tokens.items():
-            assert self.m.table(seq_id).num_tokens == len(tokens)
-            self.check_sequence(seq_id, len(tokens))
+        assert self.m.sequences == list(self.seqs.values())
+        for seq in self.seqs.values():
+            assert self.m.table(seq).num_tokens == seq.num_tokens
+            self.check_sequence(seq, seq.num_tokens)
 
     @invariant()
     def reference_counts_are_the_table_entries(self) -> None:
-        refs = Counter(b for t in self.m.tables.values() for b in t.block_ids)
+        refs = Counter(b for seq in self.m.sequences for b in self.m.block_ids(seq))
         counts = self.m.pool.ref_counts
         assert all(c >= 0 for c in counts)
         assert all(counts[b] == refs.get(b, 0) for b in range(len(counts)))
         assert set(self.m.pool.free_ids()) == {b for b, c in enumerate(counts) if c == 0}   # free exactly at zero
-        assert self.m.take_copies() == []
+        assert self.m.take_copies() == BlockCopies()
+
+    @invariant()
+    def a_cached_blocks_parent_is_cached(self) -> None:
+        """A cached block's parent hash is cached too: a child is never left findable after its parent is evicted."""
+        held = [h for h in map(self.m.prefix_cache.holds, range(self.m.pool.num_blocks)) if h is not None]
+        hashes = {h.block_hash for h in held}
+        orphans = [h for h in held if h.parent_hash != ROOT_HASH and h.parent_hash not in hashes]
+        assert not orphans, f"cached blocks whose parent hash is not cached: {orphans}"
 
     def teardown(self) -> None:
         if not hasattr(self, "m"):
             return
-        for seq_id in list(self.tokens):
-            self.m.release(seq_id)
+        for seq in self.seqs.values():
+            self.m.release(seq)
         assert self.m.pool.num_free == self.m.pool.num_blocks and not self.m.tables   # nothing leaks
         assert all(c == 0 for c in self.m.pool.ref_counts)
 
@@ -221,8 +258,6 @@ def test_beam_blocks_holds_exactly_the_blocks_the_genealogy_shares(prompt_len: i
 
 
 def test_beam_blocks_refuses_a_genealogy_that_does_not_start_with_the_fork() -> None:
-    import pytest
-
     from pagedkv_edu.sim.sharing import beam_blocks
 
     for bad in ([], [[0, 1]], [[0, 0], [0, 2]]):

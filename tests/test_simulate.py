@@ -215,4 +215,4 @@ def test_chunked_prefill_in_the_simulator_finishes_everyone_under_the_budget() -
     whole = simulate(reqs, "paged", 2048)
     chunked = simulate(reqs, "paged", 2048, max_num_batched_tokens=32)
     check_run(chunked, reqs)
-    assert chunked.prefill_tokens >= whole.prefill_tokens and chunked.total_steps > whole.total_steps
+    assert chunked.tokens.prefill_tokens >= whole.tokens.prefill_tokens and chunked.total_steps > whole.total_steps

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from pagedkv_edu.core.block_manager import BlockManager
-from pagedkv_edu.core.block_pool import OutOfBlocksError
 from pagedkv_edu.engine import LLMEngine, SamplingParams
 from pagedkv_edu.core.request import Request, Status
 from pagedkv_edu.engine.generate import generate
@@ -53,7 +52,7 @@ def test_swap_and_recompute_give_the_same_tokens_under_pressure(tiny) -> None:
     assert swapped.scheduler.num_swaps > 0 and recomputed.scheduler.num_preemptions > 0
     assert [by_swap[i] for i in range(10)] == [by_recompute[i] for i in range(10)] == reference
     # Swapping recomputes nothing: every prefill token is a prompt token, computed once.
-    s, r = swapped.stats(), recomputed.stats()
+    s, r = swapped.stats().tokens, recomputed.stats().tokens
     assert s.prefill_tokens == s.prompt_tokens < r.prefill_tokens
     space = swapped.memory.swap
     assert space.blocks_out == space.blocks_in > 0 and space.pool.num_free == space.pool.num_blocks
@@ -93,30 +92,37 @@ def test_swap_with_prefix_caching_and_parallel_sampling(tiny) -> None:
 
 def test_swap_space_books_balance_and_refuse_before_changing() -> None:
     space = SwapSpace(4, 2)
-    pairs = space.swap_out("a", [7, 3], 3)
-    assert [d for d, _ in pairs] == [7, 3] and space.pool.num_free == 2 and space.num_tokens("a") == 3
-    with pytest.raises(OutOfBlocksError):
-        space.swap_out("b", [1, 2, 5], 5)
-    assert space.pool.num_free == 2 and "b" not in space.tables
-    back = space.swap_in("a", [0, 1])
-    assert back == [(h, d) for (_, h), d in zip(pairs, [0, 1])] and space.pool.num_free == 4
+    a, b = Request("a", None, num_prompt_tokens=3), Request("b", None, num_prompt_tokens=5)
+    pairs = space.swap_out(a, [7, 3])
+    assert [d for d, _ in pairs] == [7, 3] and space.pool.num_free == 2 and space.tables[a] == [h for _, h in pairs]
+    assert not space.can_hold(3)
+    with pytest.raises(ValueError, match="needs 3 host blocks; 2 are free"):
+        space.swap_out(b, [1, 2, 5])
+    assert space.pool.num_free == 2 and b not in space and list(space.tables) == [a]
+    with pytest.raises(ValueError, match="holds 2 host blocks; 1 device blocks cannot take them"):
+        space.swap_in(a, [0])
+    back = space.swap_in(a, [0, 1])
+    assert back == [(h, d) for (_, h), d in zip(pairs, [0, 1])] and space.pool.num_free == 4 and a not in space
+    assert space.blocks_out == space.blocks_in == 2
 
 
 def test_the_scheduler_swaps_the_newest_and_brings_it_back_with_its_tokens() -> None:
     manager = BlockManager(3, 2, swap=SwapSpace(4, 2))
     scheduler = Scheduler(manager, preemption_mode="swap")
-    a, b = Request("a", [1, 2]), Request("b", [3, 4])
+    params = SamplingParams(max_tokens=2)                  # up to 3 tokens: a sequence alone always fits
+    a, b = Request("a", [1, 2], params), Request("b", [3, 4], params)
     for r in (a, b):
         scheduler.add(r)
     scheduler.schedule()
     for r in (a, b):
         r.output_token_ids.append(5)
     step = scheduler.schedule()
-    assert step.preempted == step.swapped_out == [b] and b.status is Status.SWAPPED
-    assert b.num_computed_tokens == 2 and len(step.swap_out) == 1           # one block went to the host
+    assert step.preempted == [b] and b.status is Status.SWAPPED and scheduler.num_swaps == 1
+    assert b.num_computed_tokens == 2 and len(step.copies.swap_out) == 1    # one block went to the host
+    assert manager.swap.tables[b] == [h for _, h in step.copies.swap_out] and b not in manager
     scheduler.finish(a)
     step = scheduler.schedule()
-    assert step.admitted == [b] and len(step.swap_in) == 1
+    assert step.admitted == [b] and len(step.copies.swap_in) == 1 and b not in manager.swap
     assert step.scheduled[0].num_computed_tokens == 2 and step.scheduled[0].num_new_tokens == 1
     assert not step.scheduled[0].is_prefill
 

@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from .. import runtime
-from . import AttentionFn, gather_kv, kernel_name, paged_attention, paged_decode_attention, store_kv
-from .reference import prefix_causal_sdpa
-from .triton_copy import check_copy_pairs, copy_blocks
-from .validate import SUPPORTED_DTYPES, check_backend
 from ..checks import check_whole, is_whole
-from ..specs import kv_bytes_per_token
+from ..specs import kv_bytes_per_token, step_kind
+from . import AttentionFn, gather_kv, kernel_name, paged_attention, paged_decode_attention, store_kv
+from .reference import GatherPlan, gather_plan, paged_attention_torch
+from .triton_copy import check_copy_pairs, copy_blocks_torch, copy_blocks_triton, copy_indices
+from .validate import SUPPORTED_DTYPES, check_backend
 
 
 def block_bytes(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
@@ -47,6 +46,8 @@ class StepMetadata:
     block_tables: torch.Tensor | None = None     # [num_seqs, max_blocks] int32, -1 padded
     seq_lens_tensor: torch.Tensor | None = None  # [num_seqs] int32
     query_start_loc: torch.Tensor | None = None  # [num_seqs + 1] int32: cumulative query lengths (cu_seqlens)
+    kind: str = ""                               # specs.step_kind: decides the kernel, once per step
+    max_query_len: int = 0
 
     @classmethod
     def build(cls, seq_ids: Sequence[Hashable], seq_lens: Sequence[int], query_lens: Sequence[int],
@@ -76,7 +77,8 @@ class StepMetadata:
         return cls(tuple(seq_ids), tuple(query_lens), tuple(seq_lens), positions.to(device, non_blocking=True),
                    (starts[1:] - 1).to(device, non_blocking=True),
                    seq_lens_tensor=torch.tensor(list(seq_lens), dtype=torch.int32).to(device, non_blocking=True),
-                   query_start_loc=starts.to(torch.int32).to(device, non_blocking=True), **paged)
+                   query_start_loc=starts.to(torch.int32).to(device, non_blocking=True), kind=step_kind(query_lens),
+                   max_query_len=max(query_lens, default=0), **paged)
 
     @property
     def num_tokens(self) -> int:
@@ -85,17 +87,7 @@ class StepMetadata:
     @property
     def is_decode(self) -> bool:
         """Every sequence brings exactly one token: the decode kernel's case."""
-        return all(q == 1 for q in self.query_lens)
-
-
-@dataclass(frozen=True)
-class _GatherPlan:
-    """Index tensors one step's ``"torch"`` attention reuses in every layer (built once, at layer 0)."""
-
-    decode_rows: torch.Tensor | None     # token rows of the one-token sequences
-    decode_blocks: torch.Tensor | None   # [num_decodes * width] their tables' blocks (padding repeats block 0)
-    decode_bias: torch.Tensor | None     # [num_decodes, 1, 1, width * block_size]: 0 at a real position, -inf after
-    prefills: tuple[tuple[int, int, int, torch.Tensor], ...]   # (first token row, query length, context length, blocks)
+        return self.kind == "decode"
 
 
 class PagedKVCache:
@@ -130,7 +122,7 @@ class PagedKVCache:
         self.check = check
         self.kernels: dict[str, str] = {}   # phase ("prefill" / "decode") -> the attention kernel that ran
         self.scale = head_dim ** -0.5
-        self._plan: tuple[StepMetadata, _GatherPlan] | None = None
+        self._plan: tuple[StepMetadata, GatherPlan] | None = None   # the step's gather indices, for every layer
         self._fresh: tuple[int, StepMetadata, torch.Tensor, torch.Tensor] | None = None   # the layer's K/V just written
 
     @classmethod
@@ -209,13 +201,17 @@ class PagedKVCache:
         """Copy-on-write's data move: for every layer, K and V of block ``src`` into block ``dst``.
 
         ``pairs`` come from :meth:`BlockManager.take_copies`; all sources are read before any
-        destination is written, and every pair is checked before the first layer is touched.
+        destination is written. The pairs are checked and turned into index tensors once, for every layer.
         """
         backend = self.kernel_backend if backend is None else backend   # never a reader's attention function
         check_backend(backend)
         check_copy_pairs(pairs, self.num_blocks)
+        if not pairs:
+            return
+        src, dst, overlapping = copy_indices(pairs, self.device)
+        copy = copy_blocks_torch if backend == "torch" or overlapping else copy_blocks_triton
         for k_cache, v_cache in zip(self.k_caches, self.v_caches):
-            copy_blocks(k_cache, v_cache, pairs, backend, check=False)
+            copy(k_cache, v_cache, src, dst)
 
     # --- chapter 5: what the decoder asks, per layer -----------------------------------
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata) -> None:
@@ -227,65 +223,25 @@ class PagedKVCache:
         """Each query's attention over its sequence's cached K/V, ``[num_tokens, num_heads, head_dim]``.
 
         ``"triton"`` and a reader's function go through :func:`~pagedkv_edu.attention.paged_attention`;
-        ``"torch"`` gathers with indices built once per step. Records the kernel that ran in
-        ``self.kernels`` under "decode" (every sequence brings one token) or "prefill".
+        ``"torch"`` is :func:`~pagedkv_edu.attention.reference.paged_attention_torch` with the step's
+        gather plan, built at its first layer. Records the kernel that ran in ``self.kernels``
+        under "decode" (every sequence brings one token) or "prefill", once per step.
         """
-        self.kernels["decode" if meta.is_decode else "prefill"] = kernel_name(meta.query_lens, self.backend)
         k_cache, v_cache = self.k_caches[layer], self.v_caches[layer]
         if self.backend != "torch":
+            if layer == 0:
+                self.kernels["decode" if meta.is_decode else "prefill"] = kernel_name(meta.query_lens, self.backend)
             return paged_attention(q, k_cache, v_cache, meta.block_tables, meta.seq_lens_tensor, meta.query_start_loc,
                                    self.scale, self.backend, check=self.check and layer == 0,
-                                   max_query_len=max(meta.query_lens))
-        plan = self._gather_plan(meta)
-        out = torch.empty_like(q)
-        if plan.decode_rows is not None:   # the one-token rows of the step, batched
-            # whole blocks by index_select (a memcpy per block, not per element), as [seqs, kv_heads, width*B, dim]
-            k = k_cache.index_select(0, plan.decode_blocks).view(plan.decode_bias.shape[0], -1, *k_cache.shape[2:])
-            v = v_cache.index_select(0, plan.decode_blocks).view(k.shape)
-            rows = F.scaled_dot_product_attention(q[plan.decode_rows][:, :, None, :], k.transpose(1, 2),
-                                                  v.transpose(1, 2), attn_mask=plan.decode_bias, scale=self.scale,
-                                                  enable_gqa=True)[:, :, 0, :]
-            if not plan.prefills:   # a decode step: the rows are the whole output, in order
-                return rows
-            out[plan.decode_rows] = rows
+                                   max_query_len=meta.max_query_len)
+        if self._plan is None or self._plan[0] is not meta:
+            self.kernels["decode" if meta.is_decode else "prefill"] = "torch-gather"
+            self._plan = (meta, gather_plan(meta.block_tables, meta.seq_lens, meta.query_lens, self.block_size,
+                                            self.dtype))
         fresh = self._fresh if self._fresh is not None and self._fresh[0] == layer and self._fresh[1] is meta else None
-        for start, n, length, blocks in plan.prefills:   # prefill rows: each sequence's K/V, then causal SDPA
-            if length == n and fresh is not None:        # all of its context is this step's: no gather at all
-                k, v = fresh[2][start:start + n], fresh[3][start:start + n]
-            else:                                        # a cached prefix (an earlier chunk): whole blocks at once
-                k = k_cache.index_select(0, blocks).flatten(0, 1)[:length]
-                v = v_cache.index_select(0, blocks).flatten(0, 1)[:length]
-            out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k, v, self.scale)
-        return out
-
-    def _gather_plan(self, meta: StepMetadata) -> _GatherPlan:
-        """The step's gather indices, computed from its block tables once and reused by every layer."""
-        if self._plan is not None and self._plan[0] is meta:
-            return self._plan[1]
-        device, size = meta.block_tables.device, self.block_size
-        starts = [0]
-        for n in meta.query_lens:
-            starts.append(starts[-1] + n)
-        one = [i for i, n in enumerate(meta.query_lens) if n == 1]
-        rows = blocks = bias = None
-        if one:
-            seqs = torch.tensor(one, device=device)
-            rows = torch.tensor([starts[i] for i in one], device=device)
-            lens = meta.seq_lens_tensor[seqs].to(torch.int64)
-            width = -(-max(meta.seq_lens[i] for i in one) // size)
-            table = meta.block_tables[seqs][:, :width].to(torch.int64)
-            used = torch.arange(width, device=device)[None, :] < (lens[:, None] + size - 1) // size
-            blocks = torch.where(used, table, table[:, :1]).flatten()   # padding re-reads a real block
-            pos = torch.arange(width * size, device=device)
-            bias = torch.zeros(len(one), width * size, dtype=self.dtype, device=device)
-            bias.masked_fill_(pos[None, :] >= lens[:, None], float("-inf"))
-            bias = bias[:, None, None, :]
-        prefills = tuple((starts[i], n, meta.seq_lens[i],
-                          meta.block_tables[i, :-(-meta.seq_lens[i] // size)].to(torch.int64))
-                         for i, n in enumerate(meta.query_lens) if n > 1)
-        plan = _GatherPlan(rows, blocks, bias, prefills)
-        self._plan = (meta, plan)
-        return plan
+        return paged_attention_torch(q, k_cache, v_cache, meta.block_tables, meta.seq_lens_tensor,
+                                     meta.query_start_loc, self.scale, check=False, plan=self._plan[1],
+                                     fresh=None if fresh is None else (fresh[2], fresh[3]), scrub=False)
 
     def __repr__(self) -> str:
         return (f"PagedKVCache(num_layers={self.num_layers}, num_blocks={self.num_blocks}, "

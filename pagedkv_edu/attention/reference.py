@@ -1,14 +1,16 @@
 """Paged attention in plain PyTorch: gather through the block table, then ordinary attention (chapter 3).
 
-These are the oracles for everything faster: :func:`sdpa_decode_attention` over contiguous K/V
-(it knows no blocks), the gather references (``backend="torch"``, batched so they are a fair
-speed baseline), and their float64 twins, the yardstick for the kernels' rounding in every dtype.
+:func:`paged_attention_torch` is the one PyTorch path (``backend="torch"``, the CPU engine's): whole-block
+gathers, planned once per step. The oracles for everything: :func:`sdpa_decode_attention` over
+contiguous K/V (it knows no blocks), and the float64 yardsticks (:func:`paged_attention_float64`),
+written apart from the code they measure, for the kernels' rounding in every dtype.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -59,39 +61,13 @@ def paged_decode_attention_torch(
     seq_lens: torch.Tensor,
     scale: float | None = None,
     *,
-    compute_dtype: torch.dtype = torch.float32,
     check: bool = True,
 ) -> torch.Tensor:
-    """Decode attention by gathering each sequence's K/V, batched over padded positions.
-
-    Returns ``[batch, num_heads, head_dim]`` in ``q``'s dtype, or in ``compute_dtype`` when
-    that is float64 (the reference must not round its own answer).
-    """
-    max_len = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens) if check else int(seq_lens.max())
-    batch, num_heads, head_dim = q.shape
-    num_blocks, block_size, num_kv_heads, _ = k_cache.shape
-    group = num_heads // num_kv_heads
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
-
-    pos = torch.arange(max_len, device=q.device)
-    valid = pos[None, :] < seq_lens[:, None].to(torch.int64)  # [batch, max_len]
-    blocks = block_tables[:, pos // block_size].to(torch.int64)  # unused entries may be -1 ...
-    slots = blocks * block_size + pos % block_size
-    # ... so padded positions re-read the sequence's first slot instead: it holds a real key (an
-    # unwritten slot may hold NaN, and NaN survives the mask), and the mask drops it.
-    slots = torch.where(valid, slots, slots[:, :1]).view(-1)
-    flat_k = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
-    flat_v = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
-    k = flat_k.index_select(0, slots).view(batch, max_len, num_kv_heads, head_dim).to(compute_dtype)
-    v = flat_v.index_select(0, slots).view(batch, max_len, num_kv_heads, head_dim).to(compute_dtype)
-
-    # SDPA does the softmax(q k^T * scale) v; enable_gqa lets each KV head serve its `group` query heads.
-    # (Spelled out with einsum it computes the same, several times slower on a CPU, where this path serves.)
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q.to(compute_dtype)[:, :, None, :], k.transpose(1, 2), v.transpose(1, 2),
-        attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=group > 1,
-    )[:, :, 0, :]
-    return out if compute_dtype == torch.float64 else out.to(q.dtype)
+    """Decode attention (one query per sequence, ``[batch, num_heads, head_dim]``): :func:`paged_attention_torch`."""
+    if check:
+        check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    starts = torch.arange(q.shape[0] + 1, dtype=torch.int32, device=q.device)
+    return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, starts, scale, check=False)
 
 
 def paged_decode_attention_float64(
@@ -102,9 +78,9 @@ def paged_decode_attention_float64(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """The gather reference computed in float64 from the (possibly bf16) cache contents."""
-    return paged_decode_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale,
-                                        compute_dtype=torch.float64)
+    """The decode yardstick in float64, from the (possibly bf16) cache contents: :func:`paged_attention_float64`."""
+    starts = torch.arange(q.shape[0] + 1, dtype=torch.int32, device=q.device)
+    return paged_attention_float64(q, k_cache, v_cache, block_tables, seq_lens, starts, scale)
 
 
 def sdpa_decode_attention(
@@ -140,6 +116,44 @@ def prefix_causal_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale:
     return out[0].transpose(0, 1)
 
 
+@dataclass(frozen=True)
+class GatherPlan:
+    """Index tensors of one step's torch attention, built once from its tables and reused by every layer."""
+
+    decode_rows: torch.Tensor | None     # token rows of the one-token sequences
+    decode_blocks: torch.Tensor | None   # [num_decodes * width] their tables' blocks (padding repeats block 0)
+    decode_bias: torch.Tensor | None     # [num_decodes, 1, 1, width * block_size]: 0 at a real position, -inf after
+    decode_pad: torch.Tensor | None      # [num_decodes, width * block_size, 1, 1]: True past each sequence's end
+    prefills: tuple[tuple[int, int, int, torch.Tensor], ...]   # (first token row, query length, context length, blocks)
+
+
+def gather_plan(block_tables: torch.Tensor, seq_lens: Sequence[int], query_lens: Sequence[int], block_size: int,
+                dtype: torch.dtype) -> GatherPlan:
+    """Which whole blocks each sequence reads: the one-token rows batched over a padded width, the others alone."""
+    device = block_tables.device
+    starts = [0]
+    for n in query_lens:
+        starts.append(starts[-1] + n)
+    one = [i for i, n in enumerate(query_lens) if n == 1]
+    rows = blocks = bias = pad = None
+    if one:
+        seqs = torch.tensor(one, device=device)
+        rows = torch.tensor([starts[i] for i in one], device=device)
+        lens = torch.tensor([seq_lens[i] for i in one], device=device)
+        width = -(-max(seq_lens[i] for i in one) // block_size)
+        table = block_tables[seqs][:, :width].to(torch.int64)
+        used = torch.arange(width, device=device)[None, :] < (lens[:, None] + block_size - 1) // block_size
+        blocks = torch.where(used, table, table[:, :1]).flatten()   # padding re-reads a real block
+        pos = torch.arange(width * block_size, device=device)
+        pad = pos[None, :] >= lens[:, None]
+        bias = torch.zeros(len(one), width * block_size, dtype=dtype, device=device).masked_fill_(pad, float("-inf"))
+        bias = bias[:, None, None, :]
+        pad = pad[:, :, None, None]
+    prefills = tuple((starts[i], n, seq_lens[i], block_tables[i, :-(-seq_lens[i] // block_size)].to(torch.int64))
+                     for i, n in enumerate(query_lens) if n > 1)
+    return GatherPlan(rows, blocks, bias, pad, prefills)
+
+
 def paged_attention_torch(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -149,34 +163,48 @@ def paged_attention_torch(
     query_start_loc: torch.Tensor,
     scale: float | None = None,
     *,
-    compute_dtype: torch.dtype = torch.float32,
     check: bool = True,
+    plan: GatherPlan | None = None,
+    fresh: tuple[torch.Tensor, torch.Tensor] | None = None,
+    scrub: bool = True,
 ) -> torch.Tensor:
-    """Varlen paged attention by gathering: ``q`` is ``[num_tokens, num_heads, head_dim]`` packed by sequence.
+    """The one PyTorch paged attention: ``q`` is ``[num_tokens, num_heads, head_dim]`` packed by sequence.
 
-    Sequence ``s`` owns rows ``query_start_loc[s] : query_start_loc[s+1]`` of ``q``: its last
-    new tokens. A step whose every sequence brings one token takes the batched decode path;
-    otherwise each sequence's K/V is gathered through its block table and attended with a
-    causal-from-the-prefix mask. Returns ``q``'s dtype, or float64 when ``compute_dtype`` is.
+    Sequence ``s`` owns rows ``query_start_loc[s] : query_start_loc[s+1]`` of ``q``. K/V are read as
+    whole blocks (one copy per block, not per slot); the one-token rows attend in one batched SDPA
+    with padding masked, each longer query run over its own blocks, causally after its prefix.
+    ``plan`` is the step's :func:`gather_plan` (built here if not given: the engine builds it once per
+    step); ``fresh``, the step's own K/V of this layer, spares the gather of a prompt with nothing cached.
+    A whole block holds slots past a sequence's end: ``scrub`` zeroes them, since a masked weight times
+    a NaN slot is NaN (test caches are poisoned); the engine's cache, zeroed and written only with
+    finite K/V, skips it. Computes in ``q``'s dtype, as the engine runs it.
     """
     if check:
         check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc)
-    head_dim = q.shape[-1]
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
-    starts = query_start_loc.detach().to("cpu", torch.int64).tolist()
-    lens = seq_lens.detach().to("cpu", torch.int64).tolist()
-    if all(b - a == 1 for a, b in zip(starts, starts[1:])):
-        return paged_decode_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, scale,
-                                            compute_dtype=compute_dtype, check=False)
-    out_dtype = torch.float64 if compute_dtype == torch.float64 else q.dtype
-    out = torch.zeros(q.shape, dtype=out_dtype, device=q.device)
-    for s, length in enumerate(lens):
-        a, b = starts[s], starts[s + 1]
-        if b == a:
-            continue
-        k = gather_kv(k_cache, block_tables[s], length).to(compute_dtype)
-        v = gather_kv(v_cache, block_tables[s], length).to(compute_dtype)
-        out[a:b] = prefix_causal_sdpa(q[a:b].to(compute_dtype), k, v, scale).to(out_dtype)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if plan is None:
+        starts = query_start_loc.detach().to("cpu", torch.int64).tolist()
+        plan = gather_plan(block_tables, seq_lens.detach().cpu().tolist(),
+                           [b - a for a, b in zip(starts, starts[1:])], k_cache.shape[1], q.dtype)
+    out = torch.zeros_like(q)
+    if plan.decode_rows is not None:
+        k = k_cache.index_select(0, plan.decode_blocks).view(plan.decode_bias.shape[0], -1, *k_cache.shape[2:])
+        v = v_cache.index_select(0, plan.decode_blocks).view(k.shape)
+        if scrub:
+            k, v = k.masked_fill_(plan.decode_pad, 0), v.masked_fill_(plan.decode_pad, 0)
+        rows = torch.nn.functional.scaled_dot_product_attention(
+            q[plan.decode_rows][:, :, None, :], k.transpose(1, 2), v.transpose(1, 2), attn_mask=plan.decode_bias,
+            scale=scale, enable_gqa=True)[:, :, 0, :]
+        if not plan.prefills:   # a decode step: the rows are the whole output, in order
+            return rows
+        out[plan.decode_rows] = rows
+    for start, n, length, blocks in plan.prefills:
+        if length == n and fresh is not None:    # all of its context is this step's: no gather at all
+            k, v = fresh[0][start:start + n], fresh[1][start:start + n]
+        else:
+            k = k_cache.index_select(0, blocks).flatten(0, 1)[:length]
+            v = v_cache.index_select(0, blocks).flatten(0, 1)[:length]
+        out[start:start + n] = prefix_causal_sdpa(q[start:start + n], k, v, scale)
     return out
 
 
@@ -189,6 +217,18 @@ def paged_attention_float64(
     query_start_loc: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """The varlen gather reference in float64: the yardstick for the unified kernel."""
-    return paged_attention_torch(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc, scale,
-                                 compute_dtype=torch.float64)
+    """The yardstick, in float64 from the (possibly bf16) cache contents: each sequence gathered slot by slot.
+
+    Written apart from :func:`paged_attention_torch` on purpose: a yardstick must not share the code it measures.
+    """
+    check_paged_inputs(q, k_cache, v_cache, block_tables, seq_lens, query_start_loc)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    starts = query_start_loc.detach().to("cpu", torch.int64).tolist()
+    out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+    for s, length in enumerate(seq_lens.detach().to("cpu", torch.int64).tolist()):
+        a, b = starts[s], starts[s + 1]
+        if b > a:
+            k = gather_kv(k_cache, block_tables[s], length).to(torch.float64)
+            v = gather_kv(v_cache, block_tables[s], length).to(torch.float64)
+            out[a:b] = prefix_causal_sdpa(q[a:b].to(torch.float64), k, v, scale)
+    return out

@@ -76,6 +76,13 @@ def copy_blocks_triton(k_cache: torch.Tensor, v_cache: torch.Tensor,   # [num_bl
     copy_blocks_kernel[grid](k_cache, v_cache, src, dst, block_elems, CHUNK=chunk)
 
 
+def copy_indices(pairs: Sequence[tuple[int, int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """The pairs' source and destination ids as int64 tensors, and whether a block is both (then torch copies)."""
+    src = torch.tensor([s for s, _ in pairs], dtype=torch.int64, device=device)
+    dst = torch.tensor([d for _, d in pairs], dtype=torch.int64, device=device)
+    return src, dst, not {s for s, _ in pairs}.isdisjoint(d for _, d in pairs)
+
+
 def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: Sequence[tuple[int, int]],
                 backend: str = "torch", *, check: bool = True) -> None:
     """Copy K and V of block ``src`` to block ``dst`` for each ``(src, dst)`` in ``pairs``, in place.
@@ -89,9 +96,7 @@ def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: Sequence[tu
         check_copy_pairs(pairs, num_blocks)
     if not pairs:
         return
-    src = torch.tensor([s for s, _ in pairs], dtype=torch.int64, device=k_cache.device)
-    dst = torch.tensor([d for _, d in pairs], dtype=torch.int64, device=k_cache.device)
-    overlapping = not {s for s, _ in pairs}.isdisjoint(d for _, d in pairs)
+    src, dst, overlapping = copy_indices(pairs, k_cache.device)
     if backend == "torch" or overlapping:
         copy_blocks_torch(k_cache, v_cache, src, dst)
     else:

@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import importlib
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,27 @@ def add_out_flag(parser: argparse.ArgumentParser) -> None:
                              "results/<benchmark>-<YYYY-MM-DD>.json")
 
 
+def source_commit(root: Path = RESULTS_DIR.parent) -> str:
+    """The git commit the package runs from, ``+dirty`` when its files differ from it; "unknown" outside a checkout.
+
+    Every record names it, so that a chapter compares records of one code version only.
+    """
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pagedkv_edu"], cwd=root, capture_output=True,
+                               text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def metadata(benchmark: str) -> dict[str, Any]:
-    """The fields every result record carries (see results/README.md)."""
+    """The fields every result record carries (see results/README.md), the code's commit among them."""
     versions = runtime.versions()
     return {
         "benchmark": benchmark,
+        "commit": source_commit(),
         "device": runtime.device_name(),
         "backend": runtime.BACKEND,
         "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

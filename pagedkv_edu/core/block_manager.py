@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import check_whole, is_whole
+from ..checks import check_token_ids, check_whole, is_whole
 from ..specs import utilisation
 from .block_pool import BlockPool
 from .block_table import BlockTable, blocks_needed
@@ -140,6 +140,7 @@ class BlockManager:
     def blocks_to_grow(self, seq: Any, n: int) -> int:
         """Free blocks growing a held ``seq`` by ``n`` tokens takes: new ones, and one for a copy-on-write."""
         ids = self._table(seq)
+        check_whole("n (tokens to grow by)", n)
         if -(-seq.num_computed_tokens // self.block_size) != len(ids):
             raise ValueError(f"sequence {seq.seq_id!r} holds {len(ids)} blocks of {self.block_size} but its record "
                              f"counts {seq.num_computed_tokens} tokens: the count changed without its memory")
@@ -154,8 +155,7 @@ class BlockManager:
         fit. The full blocks the new tokens fill become findable at once, so a sequence admitted
         later in the same step shares them (every layer writes the step's K/V before it attends).
         """
-        if seq in self._tables:
-            raise KeyError(f"sequence {seq.seq_id!r} holds blocks already: grow it")
+        self._check_new_id(seq)
         swapped = self.swap is not None and seq in self.swap
         start = seq.num_computed_tokens if swapped else hit.num_tokens
         end = start + self._check_new(seq, num_new_tokens, start)
@@ -164,6 +164,8 @@ class BlockManager:
         watermark = self.watermark_blocks if self._tables else 0
         if fresh + revived + watermark > self.pool.num_free:
             return None
+        if not swapped:
+            self._hash_new_blocks(seq, start, end)
         for block_id in hit.block_ids:          # first, so allocating the rest cannot evict them
             self.pool.touch(block_id)
         ids = list(hit.block_ids) + self.pool.allocate(fresh)
@@ -186,6 +188,7 @@ class BlockManager:
         end = start + self._check_new(seq, num_new_tokens, start)
         if self.blocks_to_grow(seq, num_new_tokens) > self.pool.num_free:
             return None
+        self._hash_new_blocks(seq, start, end)
         new: list[int] = []
         if self._must_copy(seq, ids, num_new_tokens):
             shared, (own,) = ids[-1], self.pool.allocate(1)
@@ -201,8 +204,7 @@ class BlockManager:
     def fork(self, parent: Any, child: Any) -> None:
         """A child that shares every block of ``parent`` (each gains a reference); nothing is copied yet."""
         ids = self._table(parent)
-        if child in self._tables:
-            raise KeyError(f"sequence {child.seq_id!r} holds blocks already")
+        self._check_new_id(child)
         for block_id in ids:
             self.pool.incref(block_id)
         self._tables[child] = list(ids)
@@ -280,7 +282,19 @@ class BlockManager:
             return      # most decode steps fill no block
         hashes = seq.block_hashes(cache.hasher, end // size)
         for i in range(start // size, end // size):
+            if i and ids[i - 1] not in cache:
+                return      # its parent block is not the cached one (an equal block was first): no lookup reaches here
             cache.insert(ids[i], hashes[i], hashes[i - 1] if i else ROOT_HASH, seq.tokens(i * size, (i + 1) * size))
+
+    def _hash_new_blocks(self, seq: Any, start: int, end: int) -> None:
+        """Hash the full blocks tokens ``start .. end`` fill, checking their new ids, before anything changes."""
+        cache, size = self.prefix_cache, self.block_size
+        if cache is None or end // size <= start // size or seq.prompt_token_ids is None:
+            return
+        first = max(start // size * size, seq.num_prompt_tokens)   # the prompt's ids were checked on the record
+        if first < end // size * size:
+            check_token_ids(seq.tokens(first, end // size * size), "output_token_ids")
+        seq.block_hashes(cache.hasher, end // size)
 
     def _must_copy(self, seq: Any, ids: list[int], n: int) -> bool:
         """Growing by ``n`` tokens writes into a last block that another sequence can see."""
@@ -297,6 +311,12 @@ class BlockManager:
             raise ValueError(f"sequence {seq.seq_id!r}: {end} tokens can never be held (max_seq_len="
                              f"{self.max_seq_len}, {self.pool.num_blocks} blocks of {self.block_size})")
         return n
+
+    def _check_new_id(self, seq: Any) -> None:
+        if seq in self._tables:
+            raise KeyError(f"sequence {seq.seq_id!r} holds blocks already: grow it")
+        if any(s.seq_id == seq.seq_id for s in self._tables):   # rare (an admission), and tables are named by id
+            raise KeyError(f"another sequence named {seq.seq_id!r} holds blocks: sequence ids must be distinct")
 
     def _table(self, seq: Any) -> list[int]:
         try:

@@ -11,10 +11,9 @@ The cache is bookkeeping only: the block manager decides what to register and wh
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..checks import check_token_ids
 from ..specs import hit_rate
@@ -36,7 +35,7 @@ def hash_block(parent: BlockHash, token_ids: Sequence[int]) -> BlockHash:
     image, a per-tenant ``cache_salt``); this book's requests have none.
     """
     digest = hashlib.sha256(parent)
-    digest.update(np.asarray(token_ids, dtype="<i8").tobytes())
+    digest.update(struct.pack(f"<{len(token_ids)}q", *token_ids))
     return digest.digest()
 
 
@@ -141,10 +140,10 @@ class PrefixCache:
     def insert(self, block_id: int, block_hash: BlockHash, parent_hash: BlockHash, token_ids: Sequence[int]) -> bool:
         """Make a full block findable under ``block_hash`` (its parent's hash is ``ROOT_HASH`` for a first block).
 
-        False if the hash is taken already (two requests computed the same prefix in one step:
-        the first stays the cached one) or the block holds another registration. A block is
-        registered only after its parent (the manager registers a table front to back), so a
-        cached block's parent is cached too, and the parent is evicted after it.
+        False if the hash is taken already (two requests computed the same prefix: the first stays
+        the cached one) or the block holds another registration. The manager registers a table
+        front to back and stops at a block whose parent block is not the cached one, so a cached
+        block's parent is cached too, and (freed tail first) the parent is evicted after it.
         """
         self.pool._check_id(block_id)
         if len(token_ids) != self.pool.block_size:

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks import check_whole
+from ..checks import check_token_ids, check_whole
 from .prefix_cache import ROOT_HASH, BlockHash, BlockHasher
 
 
@@ -94,6 +94,7 @@ class Request:
         if self.request_id is None:
             self.request_id = self.seq_id
         if self.prompt_token_ids is not None:
+            self.prompt_token_ids = check_token_ids(self.prompt_token_ids, "prompt_token_ids")
             self.num_prompt_tokens = len(self.prompt_token_ids)
         if self.num_prompt_tokens < 1:
             raise ValueError(f"sequence {self.seq_id!r}: a prompt needs at least one token, got "

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..checks import check_whole
+from ..checks import check_whole, is_whole
 from ..specs import hit_rate, step_kind
 from .block_manager import BlockCopies
 from .block_table import blocks_needed
@@ -156,6 +156,9 @@ class _Granted:
 
     def __getattr__(self, name: str) -> Any:     # reading the memory (pool, block_size, ...) goes through
         return getattr(self.memory, name)
+
+    def __contains__(self, seq: Any) -> bool:
+        return seq in self.memory
 
     def lookup(self, seq: Any) -> PrefixHit:
         return self.memory.lookup(seq)
@@ -296,6 +299,9 @@ class Scheduler:
                              f"return a dict {{sequence: tokens}}")
         running = {id(s) for s in self.running}
         for seq, n in plan.items():
+            if not is_whole(n):
+                raise ValueError(f"the scheduling policy {_name(self.policy)} planned {n!r} tokens for "
+                                 f"{getattr(seq, 'seq_id', seq)!r}: a token count is a whole number (an int)")
             if id(seq) not in running:
                 raise ValueError(f"the scheduling policy {_name(self.policy)} planned {getattr(seq, 'seq_id', seq)!r}, "
                                  f"which is not in state.running after the step")

@@ -75,9 +75,10 @@ class EngineConfig:
         if self.preemption_mode not in PREEMPTION_MODES:
             raise ValueError(f"unknown preemption_mode {self.preemption_mode!r}; choose one of {PREEMPTION_MODES}")
         if self.preemption_mode == "swap" and self.policy != "paged":
-            raise ValueError("swapping moves blocks through block tables: preemption_mode='swap' needs policy='paged'")
+            raise ValueError(f"swapping moves blocks through block tables: preemption_mode='swap' needs "
+                             f"policy='paged', not {self.policy!r}")
         if self.enable_prefix_caching and self.policy != "paged":
-            raise ValueError("prefix caching shares blocks: it needs policy='paged'")
+            raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {self.policy!r}")
         for name in ("kv_budget_tokens", "block_size", "max_seq_len", "max_num_seqs", "max_num_batched_tokens",
                      "swap_space_tokens"):
             value = getattr(self, name)
@@ -89,6 +90,19 @@ class EngineConfig:
         if not (callable(self.backend) or isinstance(self.backend, str)):
             raise ValueError(f"backend must be 'torch', 'triton' or an attention function, got {self.backend!r}")
         object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
+
+    def check_request(self, prompt_token_ids: list[int], params: Any, vocab_size: int | None) -> None:
+        """Refuse a request these settings can never serve, naming the bad value (before the engine changes)."""
+        bad = [] if vocab_size is None else [t for t in prompt_token_ids if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"prompt has token ids outside the vocabulary 0..{vocab_size - 1}: {bad[:5]}")
+        if len(prompt_token_ids) + params.max_tokens > self.max_seq_len:
+            raise ValueError(f"prompt of {len(prompt_token_ids)} tokens + max_tokens={params.max_tokens} exceeds "
+                             f"max_seq_len={self.max_seq_len}")
+        if params.n > 1 and self.policy != "paged":
+            raise ValueError(f"n={params.n} samples share the prompt's blocks: parallel sampling needs policy='paged'")
+        if self.max_num_seqs is not None and params.n > self.max_num_seqs:
+            raise ValueError(f"n={params.n} samples can never run under max_num_seqs={self.max_num_seqs}")
 
     def for_context(self, context: int) -> "EngineConfig":
         """This config with ``max_seq_len`` filled in for a model of ``context`` positions."""

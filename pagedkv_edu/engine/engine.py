@@ -20,7 +20,7 @@ from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
 from .config import EngineConfig
 from .outputs import EngineStats, RequestOutput, SampleGroup
 from .runner import Runner, RunnerOutput
-from .sampling import make_generator, sample_tokens
+from .sampling import make_generator, sample_tokens, stop_reason
 
 
 class LLMEngine:
@@ -89,16 +89,7 @@ class LLMEngine:
         ids = self._encode(prompt)
         if not ids:
             raise ValueError("the prompt is empty: there is no last token to predict from")
-        bad = [] if self.vocab_size is None else [t for t in ids if not 0 <= t < self.vocab_size]
-        if bad:
-            raise ValueError(f"prompt has token ids outside the vocabulary 0..{self.vocab_size - 1}: {bad[:5]}")
-        if len(ids) + params.max_tokens > self.config.max_seq_len:
-            raise ValueError(f"prompt of {len(ids)} tokens + max_tokens={params.max_tokens} exceeds "
-                             f"max_seq_len={self.config.max_seq_len}")
-        if params.n > 1 and self.config.policy != "paged":
-            raise ValueError(f"n={params.n} samples share the prompt's blocks: parallel sampling needs policy='paged'")
-        if self.config.max_num_seqs is not None and params.n > self.config.max_num_seqs:
-            raise ValueError(f"n={params.n} samples can never run under max_num_seqs={self.config.max_num_seqs}")
+        self.config.check_request(ids, params, self.vocab_size)
         request_id = len(self.requests)
         arrival = time.perf_counter() if arrival_time is None else arrival_time
         request = self._sample_record(request_id, 0, ids, params, arrival)
@@ -140,10 +131,11 @@ class LLMEngine:
         tokens, logprobs = sample_tokens(out, rows, self.config.keep_logprobs) if rows else ([], None)
         for (row, request), token in zip(rows, tokens):
             self.append_token(request, token, None if logprobs is None else logprobs[row])
-            reason = self._stop_reason(request)
+            reason = stop_reason(request, self.config.stop_token_ids, self.tokenizer)
             if reason is not None:
                 finished += self._end(request, reason, release=True)
-        self._record(step)
+        if self.config.keep_history:
+            self.history.append(self.stats(step))
         if self.trace is not None:
             self.trace.record(self, step)
         return finished
@@ -154,16 +146,12 @@ class LLMEngine:
         :meth:`step` samples from these rows; a caller that picks tokens itself (beam search)
         calls this, then :meth:`append_token`, :meth:`fork_sequence` and :meth:`free_sequence`.
         """
-        if self._start is None:
-            self._start = time.perf_counter()
-        step = self.scheduler.schedule()
-        self.last_step = step
+        self._start = time.perf_counter() if self._start is None else self._start
+        step = self.last_step = self.scheduler.schedule()
         for request in step.preempted + step.failed:
             self.runner.release(request.seq_id)
-        out = None
-        if not step.is_empty:
-            out = self.runner.execute(step, [t for s in step.scheduled
-                                             for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)])
+        out = None if step.is_empty else self.runner.execute(
+            step, [t for s in step.scheduled for t in s.seq.tokens(s.num_computed_tokens, s.seq_len)])
         self.last_logits = None if isinstance(out, list) else out
         return step, out
 
@@ -188,12 +176,8 @@ class LLMEngine:
         self._generated += 1
 
     def fork_sequence(self, parent: Request, index: int | None = None, seq_id: str | None = None) -> Request:
-        """A new running sequence continuing ``parent``'s tokens, sharing all its blocks (copy on write later).
-
-        ``index`` numbers it among its request's samples (default: the next free one), and
-        names it ``r{request}.{index}`` unless ``seq_id`` is given. It is the newest sequence,
-        so it is the first to be preempted.
-        """
+        """A new running sequence continuing ``parent``'s tokens, sharing all its blocks (copy on write later): sample
+        ``index`` (default the next) of its request, ``r{request}.{index}`` unless named; the newest, preempted first."""
         if parent.status is not Status.RUNNING:
             raise ValueError(f"sequence {parent.seq_id!r} is {parent.status.value}; only a running one can be forked")
         group = self.groups[parent.request_id]
@@ -205,18 +189,16 @@ class LLMEngine:
         return child
 
     def free_sequence(self, request: Request) -> list[RequestOutput]:
-        """Drop a sequence wherever it is, giving its memory back; it has no output of its own.
-
-        Returns its request's output if the sequences left had all finished (else an empty list).
-        """
+        """Drop a sequence wherever it is, giving its memory back, with no output of its own; its request's output
+        if every other sample had finished."""
         self.scheduler.abort(request)
         self.runner.release(request.seq_id)
         group = self.groups.get(request.request_id)
         if group is None:
             return []
         group.drop(request)
-        if not group.samples:
-            del self.groups[request.request_id]
+        if not group.samples:      # a lost beam was its request's last sequence
+            del self.groups[group.request_id]
         return self._output(group) if group.done else []
 
     def finish_sequence(self, request: Request, reason: str = "stop") -> list[RequestOutput]:
@@ -231,30 +213,13 @@ class LLMEngine:
         return self._output(group) if group.end(request, reason, self._decode) else []
 
     def _output(self, group: SampleGroup) -> list[RequestOutput]:
-        self.groups.pop(group.first.request_id, None)
+        self.groups.pop(group.request_id, None)
         return [group.output()]
 
     def _decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True) if self.tokenizer is not None else ""
 
-    def _stop_reason(self, request: Request) -> str | None:
-        token, params = request.output_token_ids[-1], request.params
-        if token in params.stop_token_ids or (not params.ignore_eos and token in self.config.stop_token_ids):
-            return "stop"
-        if params.stop and self.tokenizer is not None:
-            text = self._decode(request.output_token_ids)
-            hits = [text.find(s) for s in params.stop if s in text]
-            if hits:
-                request.text = text[:min(hits)]
-                return "stop"
-        return "length" if len(request.output_token_ids) >= params.max_tokens else None
-
     # --- state ---------------------------------------------------------------------------
-    @property
-    def kv_usage(self) -> float:
-        """Share of the KV budget held by requests: blocks in use, or slots reserved."""
-        return self.memory.usage().usage
-
     def stats(self, step: ScheduledStep | None = None) -> EngineStats:
         """The engine's state now; with ``step``, that step's kind and sizes too."""
         elapsed = time.perf_counter() - self._start if self._start is not None else 0.0
@@ -265,10 +230,6 @@ class LLMEngine:
         return EngineStats(len(self.history), usage.usage, len(scheduler.running), len(scheduler.waiting),
                            scheduler.num_preemptions, self._generated, elapsed, usage.stored_tokens, usage.held_slots,
                            dataclasses.replace(scheduler.counts), **sized)
-
-    def _record(self, step: ScheduledStep) -> None:
-        if self.config.keep_history:
-            self.history.append(self.stats(step))
 
     # --- convenience ---------------------------------------------------------------------
     def generate(self, prompts: Sequence[str | Sequence[int]],

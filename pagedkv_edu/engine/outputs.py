@@ -108,6 +108,7 @@ class SampleGroup:
     """
 
     def __init__(self, first: Request, make: Callable[[int], Request]) -> None:
+        self.request_id = first.request_id
         self.samples = [first]
         self.make = make
 

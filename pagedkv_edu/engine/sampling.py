@@ -68,3 +68,18 @@ def sample_tokens(out: torch.Tensor | Sequence[int], rows: Sequence[tuple[int, A
         return [out[row] for row, _ in rows], None
     tokens = sample_rows(out, [(row, r.params, r.generator) for row, r in rows])
     return tokens, torch.log_softmax(out.float(), dim=-1).cpu() if keep_logprobs else None
+
+
+def stop_reason(request: Any, eos_token_ids: Sequence[int], tokenizer: Any = None) -> str | None:
+    """Why ``request`` stops after the token it just sampled: "stop" (a stop token, EOS unless ignored, or a
+    stop string, the text then cut before it), "length" (``max_tokens`` reached), or None (it goes on)."""
+    token, params = request.output_token_ids[-1], request.params
+    if token in params.stop_token_ids or (not params.ignore_eos and token in eos_token_ids):
+        return "stop"
+    if params.stop and tokenizer is not None:
+        text = tokenizer.decode(request.output_token_ids, skip_special_tokens=True)
+        hits = [text.find(s) for s in params.stop if s in text]
+        if hits:
+            request.text = text[:min(hits)]
+            return "stop"
+    return "length" if len(request.output_token_ids) >= params.max_tokens else None

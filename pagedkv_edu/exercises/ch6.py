@@ -1,24 +1,29 @@
-"""Graders for chapter 6: the admission test (the warm-up), then the scheduler's whole step.
+"""Graders for chapter 6: the admission test (the warm-up), then the scheduling policy.
 
 ``check_can_admit`` catches the slips of the admission arithmetic (rounding down, the
 watermark forgotten or applied when nothing runs, the exact fit). ``check_schedule`` runs the
-reader's ``schedule(state)`` on seeded traces against the package's
-:class:`~pagedkv_edu.core.scheduler.Scheduler`, step by step; the engine's part around a step is
-the harness's (:class:`_Trace`). Hidden traces use block sizes that are not powers of two.
+reader's ``schedule(state)`` as the policy of the package's own
+:class:`~pagedkv_edu.core.scheduler.Scheduler` (``Scheduler(memory, ..., schedule=fn)``, what
+``LLMEngine(..., schedule=fn)`` builds), so a function that passes is a drop-in policy; it compares
+every step with the shipped policy on seeded traces. Hidden traces use block sizes that are not
+powers of two.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..checks import is_whole
 from ..core.block_manager import BlockManager
-from ..core.scheduler import Scheduler
+from ..core.prefix_cache import NO_HIT, PrefixHit
+from ..core.request import Request, SamplingParams, Status
+from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import ArgsCase, Reader, as_bool, as_int, grade, short
+from .grading import ArgsCase, NotSolved, Raised, Reader, as_bool, grade, short
 from .solutions import ch6 as reference
 
 # (name, num_tokens, block_size, num_free_blocks, watermark_blocks, num_running)
@@ -71,95 +76,7 @@ def check_can_admit(fn: Callable[[int, int, int, int, int], bool]) -> bool:
     return grade("can_admit（允入判斷）", fn, shown, HIDDEN_ADMIT_CASES, _run_admit, constant_is_stub=True)
 
 
-# --- the scheduler's step -------------------------------------------------------------------------
-@dataclass(eq=False)
-class Seq:
-    """A sequence as the step sees it. Equal only to itself, so it can be a key of the returned plan."""
-
-    seq_id: str
-    num_tokens: int          # prompt plus the tokens generated so far
-    num_computed: int = 0    # tokens whose K/V are in memory (0 while it waits)
-    num_seqs: int = 1        # seats under max_num_seqs: n for a request whose n samples are not forked yet
-    max_tokens: int = 1      # the harness's: it finishes after generating this many
-    generated: int = 0       # the harness's: tokens generated so far
-
-    def __repr__(self) -> str:
-        return f"Seq({self.seq_id!r}, {self.num_computed}/{self.num_tokens} computed)"
-
-
-class Memory:
-    """The paged KV memory the step asks: the engine's :class:`~pagedkv_edu.core.block_manager.BlockManager` underneath.
-
-    ``can_admit`` keeps the watermark free for the running sequences (none when nothing runs).
-    """
-
-    def __init__(self, num_blocks: int, block_size: int, watermark_blocks: int = 0) -> None:
-        self.manager = BlockManager(num_blocks, block_size, watermark_blocks=watermark_blocks)
-        self.calls: list[tuple[str, str]] = []   # (what, seq_id) in call order, for the grader's diagnosis
-
-    @property
-    def num_free_blocks(self) -> int:
-        return self.manager.pool.num_free
-
-    def block_table(self, seq: Seq) -> list[int]:
-        return list(self.manager.table(seq.seq_id).block_ids)
-
-    def can_grow(self, seq: Seq, n: int) -> bool:
-        """Would ``n`` more tokens of running ``seq`` fit in the free blocks?"""
-        self._check(seq, n, admitted=True)
-        return self.manager.can_grow(seq.seq_id, n)
-
-    def grow(self, seq: Seq, n: int) -> None:
-        """Take the blocks for ``n`` more tokens of running ``seq``."""
-        self._check(seq, n, admitted=True)
-        self.calls.append(("grow", seq.seq_id))
-        self.manager.grow(seq.seq_id, n)
-
-    def can_admit(self, seq: Seq, n: int) -> bool:
-        """Would the first ``n`` tokens of waiting ``seq`` fit, with the watermark left free?"""
-        self._check(seq, n, admitted=False)
-        return self.manager.can_admit(seq.seq_id, n)
-
-    def admit(self, seq: Seq, n: int) -> None:
-        """Take the blocks for the first ``n`` tokens of waiting ``seq``."""
-        self._check(seq, n, admitted=False)
-        self.calls.append(("admit", seq.seq_id))
-        self.manager.admit(seq.seq_id, n)
-
-    def release(self, seq: Seq) -> None:
-        """Give back every block of ``seq`` (it finished, or it is preempted)."""
-        if seq.seq_id not in self.manager.tables:
-            raise ValueError(f"{seq.seq_id!r} holds no memory: it is not running")
-        self.calls.append(("release", seq.seq_id))
-        self.manager.release(seq.seq_id)
-
-    def _check(self, seq: Seq, n: int, *, admitted: bool) -> None:
-        if not isinstance(seq, Seq):
-            raise TypeError(f"expected a Seq from state.running or state.waiting, got {short(seq)}")
-        if as_int(n) is None or n < 1:
-            raise ValueError(f"{seq.seq_id!r}: n={short(n)} tokens; it must be a whole number >= 1")
-        live = seq.seq_id in self.manager.tables
-        if admitted and not live:
-            raise ValueError(f"{seq.seq_id!r} is not running (it holds no memory): admit it before it can grow")
-        if not admitted and live:
-            raise ValueError(f"{seq.seq_id!r} is running already: grow it, do not admit it again")
-        have = self.manager.table(seq.seq_id).num_tokens if live else 0
-        if have + n > seq.num_tokens:
-            raise ValueError(f"{seq.seq_id!r} has {seq.num_tokens} tokens and {have} in memory: "
-                             f"{int(n)} more would be tokens it does not have")
-
-
-@dataclass
-class SchedulerState:
-    """What one step decides over: the queues, the memory, and the step's two limits."""
-
-    running: list[Seq]        # the batch, oldest admission first
-    waiting: deque[Seq]       # first come first served; a preempted sequence goes back to the front
-    memory: Memory
-    token_budget: int         # tokens one step may compute (vLLM's max_num_batched_tokens)
-    max_num_seqs: int         # seats one step may run
-
-
+# --- the scheduling policy -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SchedCase:
     """A seeded trace: requests ``(id, prompt_len, max_tokens, n, arrival_step)`` on a pool and two limits."""
@@ -210,6 +127,15 @@ HIDDEN_SCHEDULE_CASES = _hidden_schedule_cases()
 MAX_STEPS = 500
 
 
+class Call(NamedTuple):
+    """One call the scheduler's memory answered, in call order: ``grow``, ``admit`` or ``release``."""
+
+    what: str
+    seq_id: str
+    tokens: int = 0          # the tokens asked for (0 for a release)
+    granted: bool = True     # False: memory said no (None) and changed nothing
+
+
 @dataclass(frozen=True)
 class StepView:
     """One step of a trace, before and after: what the grader compares and ``try_schedule`` returns."""
@@ -217,237 +143,341 @@ class StepView:
     step: int
     before: str                          # the queues and free blocks the step saw
     scheduled: dict[str, int]            # tokens each sequence computes, in the order scheduled
-    preempted: tuple[str, ...]
+    preempted: tuple[str, ...]           # in the order preempted
     admitted: tuple[str, ...]
-    tables: dict[str, tuple[int, ...]]   # every live block table after the step
-    waiting: tuple[str, ...]             # the queue after the step, front first
-    calls: tuple[tuple[str, str], ...] = ()   # the reader's memory calls, in order
-    seats: int = 0                             # seats taken once the step's admissions are in
+    failed: tuple[str, ...]              # sequences the Scheduler gave up on as never fitting
+    tables: dict[str, tuple[int, ...]]   # every block table once the step's samples are in
+    waiting: tuple[str, ...]             # the queue then, front first
+    calls: tuple[Call, ...] = ()         # the policy's memory calls, in order (a preemption is a release)
+    running_before: tuple[str, ...] = ()   # the batch the step started from, oldest first
 
 
-def _describe(running: Sequence[Seq], waiting: Sequence[Seq], free: int, case: SchedCase) -> str:
-    run = ", ".join(f"{s.seq_id} {s.num_computed}/{s.num_tokens}" for s in running) or "none"
-    wait = ", ".join(f"{s.seq_id} ({s.num_tokens} tokens{', n=' + str(s.num_seqs) if s.num_seqs > 1 else ''})"
-                     for s in waiting) or "none"
-    return (f"running (oldest first, computed/tokens) [{run}]; waiting [{wait}]; {free} free blocks of "
-            f"{case.block_size}; token budget {case.token_budget}, max_num_seqs {case.max_num_seqs}, "
-            f"watermark {case.watermark_blocks}")
+COMPARED = ("scheduled", "preempted", "admitted", "failed", "tables", "waiting")
 
 
-class _Trace:
-    """The engine's part around one step: arrivals, then after the step sampling, forking and finishing."""
-
-    def __init__(self, case: SchedCase) -> None:
-        self.case = case
-        self.arrivals = [Seq(r, p, 0, n, m) for r, p, m, n, _ in case.requests]
-        self.arrive_at = {r: a for r, *_, a in case.requests}
-        self.forks: dict[str, int] = {r: n for r, _, _, n, _ in case.requests}
-
-    def arriving(self, step: int) -> list[Seq]:
-        out = [s for s in self.arrivals if self.arrive_at[s.seq_id] == step]
-        return out
-
-    def after(self, scheduled: dict[Seq, int], preempted: Sequence[Seq],
-              fork: Callable[[Seq, Seq], None], finish: Callable[[Seq], None]) -> None:
-        for seq in preempted:
-            seq.num_computed = 0
-        for seq, n in list(scheduled.items()):
-            seq.num_computed += n
-            if seq.num_computed < seq.num_tokens:
-                continue               # a chunk of a prompt: no token yet
-            samples = [seq]
-            if seq.num_seqs > 1:       # its prefill is done: fork its samples, which share its blocks
-                seq.num_seqs = 1
-                for i in range(1, self.forks[seq.seq_id]):
-                    child = Seq(f"{seq.seq_id}.{i}", seq.num_tokens, seq.num_computed, 1, seq.max_tokens)
-                    fork(seq, child)
-                    samples.append(child)
-            for s in samples:
-                s.num_tokens += 1
-                s.generated += 1
-                if s.generated == s.max_tokens:
-                    finish(s)
+def _compared(view: StepView, name: str) -> Any:
+    """A field as compared: the plan's order counts (the batch's rows), a table's order does not."""
+    value = getattr(view, name)
+    return tuple(value.items()) if name == "scheduled" else value
 
 
-def _reference_run(case: SchedCase) -> list[StepView]:
-    """The package's :class:`~pagedkv_edu.core.scheduler.Scheduler` on the trace: the answer key."""
-    trace = _Trace(case)
-    memory = BlockManager(case.num_blocks, case.block_size, watermark_blocks=case.watermark_blocks)
-    scheduler = Scheduler(memory, case.max_num_seqs, case.token_budget)
-    views = []
-    for step in range(MAX_STEPS):
-        for seq in trace.arriving(step):
-            scheduler.add(seq)
-        if not scheduler.has_unfinished and step > max(trace.arrive_at.values()):
-            return views
-        before = _describe(scheduler.running, scheduler.waiting, memory.pool.num_free, case)
-        decided = scheduler.schedule()
-        assert not decided.failed, case.name
-        plan = {s.seq: s.num_new_tokens for s in decided.scheduled}
-        trace.after(plan, decided.preempted, scheduler.fork, scheduler.finish)
-        views.append(StepView(step, before, {s.seq_id: n for s, n in plan.items()},
-                              tuple(s.seq_id for s in decided.preempted), tuple(s.seq_id for s in decided.admitted),
-                              _tables(memory), tuple(s.seq_id for s in scheduler.waiting)))
-    raise AssertionError(f"{case.name}: the reference did not finish in {MAX_STEPS} steps")
+class _LoggedMemory:
+    """The grader's wrapper around the BlockManager the Scheduler is given: it logs grants and releases in order.
+
+    Everything else (``lookup``, ``fits``, ``fork``, ``pool``, ``block_size``, ...) is the
+    manager's. The Scheduler frees a preempted sequence through ``release`` too, so the log shows
+    the order of growing, preempting and admitting within a step.
+    """
+
+    def __init__(self, manager: BlockManager) -> None:
+        self.manager = manager
+        self.calls: list[Call] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manager, name)
+
+    def grow(self, seq: Request, num_new_tokens: int) -> list[int] | None:
+        ids = self.manager.grow(seq, num_new_tokens)
+        self.calls.append(Call("grow", seq.seq_id, num_new_tokens, ids is not None))
+        return ids
+
+    def admit(self, seq: Request, num_new_tokens: int, hit: PrefixHit = NO_HIT) -> list[int] | None:
+        ids = self.manager.admit(seq, num_new_tokens, hit)
+        self.calls.append(Call("admit", seq.seq_id, num_new_tokens, ids is not None))
+        return ids
+
+    def release(self, seq: Request) -> list[int]:
+        self.calls.append(Call("release", seq.seq_id))
+        return self.manager.release(seq)
 
 
-def _tables(memory: BlockManager) -> dict[str, tuple[int, ...]]:
-    return {k: tuple(t.block_ids) for k, t in memory.tables.items()}
+class _Refused(Exception):
+    """The grader stops at this step: ``message`` says what happened, ``hint`` (if any) the rule it breaks."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message, self.hint = message, hint
 
 
-def _plan(result: Any, state: SchedulerState, everyone: dict[str, Seq]) -> tuple[dict[Seq, int] | None, str]:
-    """The reader's answer as ``{seq: tokens}``: a mapping or pairs, keyed by a Seq or its id."""
-    if result is None:
-        return None, "it returned None: return the plan, {seq: tokens computed in this step}"
-    pairs = result.items() if isinstance(result, Mapping) else result
-    try:
-        pairs = list(pairs)
-    except TypeError:
-        return None, f"got {short(result)}: return a dict {{seq: tokens}} (or a list of (seq, tokens) pairs)"
-    plan: dict[Seq, int] = {}
-    for pair in pairs:
+COUNT_HINT = ("leave seq.num_computed_tokens alone: the Scheduler advances it by the planned tokens after the "
+              "policy returns, and state.preempt sets a recomputed victim's to 0")
+
+
+class _Audited:
+    """The reader's policy as the Scheduler calls it, checked for what the Scheduler's own check does not see.
+
+    ``_check_plan`` compares the plan with what memory granted, after the policy returns: by then
+    a count the policy changed is overwritten and blocks it freed by hand leave no trace, and a
+    token count of 3.0 passes (it equals the grant) and then breaks the record it is added to.
+    """
+
+    def __init__(self, policy: Callable[[SchedulerState], Any], memory: _LoggedMemory) -> None:
+        self.policy, self.memory = policy, memory
+        self.plan: Any = None
+        inner = getattr(policy, "fn", policy)     # the reader's function inside the grader's Reader
+        self.__qualname__ = getattr(inner, "__qualname__", type(inner).__name__)   # the name the Scheduler's messages use
+
+    def __call__(self, state: SchedulerState) -> Any:
+        before = [(s, s.status, s.num_computed_tokens) for s in (*state.running, *state.waiting)]
+        self.plan = None
         try:
-            key, n = pair
-        except (TypeError, ValueError):
-            return None, f"the plan holds {short(pair)}, not a (seq, tokens) pair"
-        seq = key if isinstance(key, Seq) else everyone.get(key) if isinstance(key, str) else None
-        if seq is None:
-            return None, f"the plan names {short(key)}: name a Seq (or its seq_id)"
-        tokens = as_int(n)
-        if tokens is None or tokens < 1:
-            return None, f"{seq.seq_id}: {short(n)} tokens; each scheduled sequence computes a whole number >= 1"
-        if seq in plan:
-            return None, f"{seq.seq_id} is scheduled twice in one step"
-        plan[seq] = tokens
-    return plan, ""
+            self.plan = self.policy(state)
+        except Raised as error:
+            raise _Refused(str(error), COUNT_HINT if _changed_count(before) else "") from None
+        preempted = {s.seq_id for s, _, _ in before if s.status is Status.PREEMPTED}
+        by_hand = [c.seq_id for c in self.memory.calls if c.what == "release" and c.seq_id not in preempted]
+        if by_hand:
+            raise _Refused(f"the policy freed {by_hand} with state.memory.release",
+                           "take memory from a running sequence only with state.preempt(victim): it frees the "
+                           "blocks, sets the count to 0 and puts the victim at the front of state.waiting")
+        changed = _changed_count(before)
+        if changed:
+            raise _Refused(changed, COUNT_HINT)
+        if isinstance(self.plan, dict):
+            odd = [(getattr(s, "seq_id", s), n) for s, n in self.plan.items() if not is_whole(n)]
+            if odd:
+                raise _Refused(f"the plan gives {short(odd)}: the tokens are ints, which the Scheduler adds to "
+                               f"seq.num_computed_tokens")
+        return self.plan
 
 
-def _reader_step(fn: Callable[[SchedulerState], Any], case: SchedCase, trace: _Trace, state: SchedulerState, everyone: dict[str, Seq],
-                 step: int) -> tuple[StepView | None, str]:
-    memory = state.memory
-    before_running = list(state.running)
-    before = _describe(state.running, state.waiting, memory.num_free_blocks, case)
-    memory.calls = []
-    result = fn(state)
-    plan, why = _plan(result, state, everyone)
-    if plan is None:
-        return None, why
-    released = [i for what, i in memory.calls if what == "release"]
-    if released and any(what == "admit" for what, _ in memory.calls[memory.calls.index(("release", released[0])):]):
-        return None, (f"you preempted {released} and then admitted in the same step: a step that preempted "
-                      f"admits nobody (memory is short: the preempted go first next step)")
-    for seq in plan:
-        if seq not in state.running:
-            return None, f"{seq.seq_id} is in the plan but not in state.running after the step"
-        table = memory.manager.table(seq.seq_id)
-        if table.num_tokens != seq.num_computed * (seq in before_running) + plan[seq]:
-            return None, (f"{seq.seq_id} computes {plan[seq]} tokens in the plan, but its memory holds "
-                          f"{table.num_tokens} tokens (it had {seq.num_computed} computed): grow or admit exactly "
-                          f"the tokens you schedule")
-    released = [everyone[i] for what, i in memory.calls if what == "release"]   # preemption order
-    preempted = [s for s in released if s in before_running and s not in state.running]
-    preempted += [s for s in before_running if s not in state.running and s not in preempted]
-    admitted = [s for s in state.running if s not in before_running]
-    calls = tuple(memory.calls)
-    seats = sum(s.num_seqs for s in state.running)
-
-    def finish(s: Seq) -> None:
-        memory.release(s)
-        state.running.remove(s)
-
-    def fork(parent: Seq, child: Seq) -> None:
-        memory.manager.fork(parent.seq_id, child.seq_id)
-        state.running.append(child)
-        everyone[child.seq_id] = child
-
-    trace.after(plan, preempted, fork, finish)
-    memory.manager.take_copies()
-    return StepView(step, before, {s.seq_id: n for s, n in plan.items()}, tuple(s.seq_id for s in preempted),
-                    tuple(s.seq_id for s in admitted), _tables(memory.manager), tuple(s.seq_id for s in state.waiting),
-                    calls, seats), ""
-
-
-def _diagnose(got: StepView, want: StepView, case: SchedCase) -> str:
-    """What went wrong in a step, in the words of the rule it broke (a hint only when it is the cause)."""
-    tokens = sum(got.scheduled.values())
-    if tokens > case.token_budget:
-        return f"the step computes {tokens} tokens, over the token budget of {case.token_budget}: chunk the prompt"
-    if want.preempted and got.admitted:
-        return f"a step that preempted admits nobody (memory is short: the preempted go first next step)"
-    grown = [i for what, i in got.calls if what == "grow"]
-    first_admit = next((k for k, (what, _) in enumerate(got.calls) if what == "admit"), None)
-    should_grow = [i for i in want.scheduled if i not in want.admitted]
-    if first_admit is not None and any(i not in grown or got.calls.index(("grow", i)) > first_admit
-                                       for i in should_grow):
-        return "grow the running sequences first, then admit: a sequence just admitted must not crowd out the running"
-    if got.preempted != want.preempted and want.preempted:
-        return (f"preempt the newest running sequence (the last admitted) and put it at the front of the queue; "
-                f"expected {list(want.preempted)} preempted in that order, got {list(got.preempted)}")
-    if got.seats > case.max_num_seqs:
-        return (f"the step runs {got.seats} seats, over max_num_seqs={case.max_num_seqs}: count seats, and a request "
-                f"with n samples takes n seats until they are forked (then each sample takes one)")
-    if got.admitted != want.admitted:
-        extra = [s for s in got.admitted if s not in want.admitted]
-        if extra and want.waiting and want.waiting[0] not in got.admitted:
-            return (f"the head of the queue, {want.waiting[0]}, cannot be admitted, so it blocks the ones behind it "
-                    f"(first come first served: nobody starves); you admitted {extra}")
-        return f"expected {list(want.admitted)} admitted, first come first served, got {list(got.admitted)}"
-    if got.waiting != want.waiting:
-        return f"the waiting queue after the step should be {list(want.waiting)} (front first), got {list(got.waiting)}"
+def _changed_count(before: list[tuple[Request, Status, int]]) -> str:
+    """Which count the policy changed: a victim's becomes 0 (recomputed), every other stays as it was."""
+    for seq, status, count in before:
+        expected = 0 if status is Status.RUNNING and seq.status is Status.PREEMPTED else count
+        if seq.num_computed_tokens != expected:
+            return (f"the policy changed {seq.seq_id}'s num_computed_tokens from {count} to "
+                    f"{seq.num_computed_tokens}" + (" (it was preempted: 0)" if expected != count else ""))
     return ""
 
 
+class _Trace:
+    """The engine's part of a trace: its records, when each arrives, and sampling, forking and finishing between steps."""
+
+    def __init__(self, case: SchedCase) -> None:
+        self.arrivals: list[tuple[int, Request]] = []
+        for seq_id, prompt, max_tokens, n, arrival in case.requests:
+            seq = Request(seq_id, None, SamplingParams(max_tokens=max_tokens, n=n), num_prompt_tokens=prompt)
+            seq.num_seqs = n     # n seats until its samples are forked
+            self.arrivals.append((arrival, seq))
+        self.last_arrival = max(a for a, _ in self.arrivals)
+
+    def arriving(self, step: int) -> list[Request]:
+        return [seq for arrival, seq in self.arrivals if arrival == step]
+
+    @staticmethod
+    def after(step: ScheduledStep, scheduler: Scheduler) -> None:
+        """Every sequence whose tokens are all computed samples one (a prompt's chunk does not), as the engine does."""
+        for s in step.scheduled:
+            if not s.samples:
+                continue
+            samples = [s.seq]
+            if s.seq.num_seqs > 1:     # its prefill is done: fork its samples, which share its blocks
+                s.seq.num_seqs = 1
+                for i in range(1, s.seq.params.n):
+                    child = s.seq.fork(f"{s.seq.seq_id}.{i}", i)
+                    scheduler.fork(s.seq, child)
+                    samples.append(child)
+            for seq in samples:
+                seq.output_token_ids.append(0)
+                if len(seq.output_token_ids) == seq.params.max_tokens:
+                    scheduler.finish(seq)
+
+
+def _describe(scheduler: Scheduler, memory: BlockManager, case: SchedCase) -> str:
+    run = ", ".join(f"{s.seq_id} {s.num_computed_tokens}/{s.num_tokens}" for s in scheduler.running) or "none"
+    wait = ", ".join(f"{s.seq_id} ({s.num_tokens} tokens{', n=' + str(s.num_seqs) if s.num_seqs > 1 else ''}"
+                     f"{', preempted' if s.status is Status.PREEMPTED else ''})" for s in scheduler.waiting) or "none"
+    return (f"running (oldest first, computed/tokens) [{run}]; waiting [{wait}]; {memory.pool.num_free} free blocks "
+            f"of {case.block_size}; token budget {case.token_budget}, max_num_seqs {case.max_num_seqs}, "
+            f"watermark {case.watermark_blocks}")
+
+
+class _Run:
+    """One trace served by a package Scheduler over a logged BlockManager: the shipped policy, or the reader's."""
+
+    def __init__(self, case: SchedCase, policy: Callable[[SchedulerState], Any] | None = None) -> None:
+        self.case, self.trace = case, _Trace(case)
+        self.manager = BlockManager(case.num_blocks, case.block_size, watermark_blocks=case.watermark_blocks)
+        self.memory = _LoggedMemory(self.manager)
+        self.policy = None if policy is None else _Audited(policy, self.memory)
+        self.scheduler = Scheduler(self.memory, case.max_num_seqs, case.token_budget,
+                                   **({} if self.policy is None else {"schedule": self.policy}))
+
+    def step(self, index: int) -> StepView:
+        """Run step ``index``; raises :class:`_Refused` when the policy raised or broke the contract."""
+        for seq in self.trace.arriving(index):
+            self.scheduler.add(seq)
+        before = _describe(self.scheduler, self.manager, self.case)
+        running_before = tuple(s.seq_id for s in self.scheduler.running)
+        self.memory.calls = []
+        try:
+            step = self.scheduler.schedule()
+        except ValueError as error:   # the Scheduler's check of a reader's plan refused it
+            raise _Refused(str(error), _plan_hint(str(error), self.policy, self.scheduler)) from None
+        calls = tuple(self.memory.calls)
+        self.trace.after(step, self.scheduler)
+        return StepView(index, before, {s.seq.seq_id: s.num_new_tokens for s in step.scheduled},
+                        tuple(s.seq_id for s in step.preempted), tuple(s.seq_id for s in step.admitted),
+                        tuple(s.seq_id for s in step.failed),
+                        {k: tuple(t.block_ids) for k, t in self.manager.tables.items()},
+                        tuple(s.seq_id for s in self.scheduler.waiting), calls, running_before)
+
+    @property
+    def done(self) -> bool:
+        return not self.scheduler.has_unfinished
+
+
+@functools.cache
+def _reference_run(case: SchedCase) -> tuple[StepView, ...]:
+    """The package's Scheduler with its shipped policy on the trace: the answer key (computed once per case)."""
+    run = _Run(case)
+    views: list[StepView] = []
+    for index in range(MAX_STEPS):
+        if run.done and index > run.trace.last_arrival:
+            return tuple(views)
+        views.append(run.step(index))
+        assert not views[-1].failed, case.name
+    raise AssertionError(f"{case.name}: the reference did not finish in {MAX_STEPS} steps")
+
+
+# The Scheduler's refusals of a plan (its _check_plan), by a phrase of each message, and the rule each breaks.
+_PLAN_HINTS: tuple[tuple[str, str], ...] = (
+    ("but memory granted it", "grow or admit exactly the tokens you schedule, and schedule nothing memory refused "
+                              "(a None from grow or admit granted nothing)"),
+    ("but did not schedule them", "schedule every sequence you grew or admitted, with the tokens memory granted"),
+    ("over the token budget", "decodes and prompt chunks share state.token_budget: a sequence computes at most the "
+                              "budget left, so a long prompt is prefilled in chunks over several steps"),
+    ("over max_num_seqs", "count seats with seq.num_seqs: a request with n samples takes n seats until they are "
+                          "forked (then each sample takes one)"),
+    ("left it in state.waiting", "popleft an admitted sequence from state.waiting as you append it to "
+                                 "state.running"),
+)
+
+
+def _plan_hint(message: str, policy: _Audited | None, scheduler: Scheduler) -> str:
+    """The rule behind a refusal of the Scheduler's ``_check_plan`` (its message names what it saw)."""
+    if "not in state.running" in message and policy is not None and isinstance(policy.plan, dict):
+        seq = next(s for s in policy.plan if not any(s is r for r in scheduler.running))
+        if not isinstance(seq, Request):
+            return "key the plan by the sequence records themselves (from state.running or state.waiting), not their ids"
+        if seq.status is Status.PREEMPTED:
+            return (f"{seq.seq_id} was preempted after it was planned: a victim is the newest running sequence, "
+                    f"which the oldest-first loop has not reached yet, and a preempted sequence is not scheduled")
+        return "append an admitted sequence to state.running (and popleft it from state.waiting)"
+    return next((hint for phrase, hint in _PLAN_HINTS if phrase in message), "")
+
+
+def _diagnose(got: StepView, want: StepView) -> str:
+    """What went wrong in a step, in the words of the rule it broke: a hint only when the log shows that cause."""
+    if got.failed:
+        return (f"with nothing running, a step that schedules nothing makes the Scheduler fail the head of the queue "
+                f"({list(got.failed)}) as one that can never fit; every request here fits alone: admit it")
+    released = next((k for k, c in enumerate(got.calls) if c.what == "release"), None)
+    if released is not None and any(c.what == "admit" and c.granted for c in got.calls[released:]):
+        return "a step that preempted admits nobody: memory is short, and the preempted go first next step"
+    first_admit = next((k for k, c in enumerate(got.calls) if c.what == "admit" and c.granted), None)
+    grown_at: dict[str, int] = {}     # where each sequence was first grown, in call order
+    for k, c in enumerate(got.calls):
+        if c.what == "grow" and c.granted:
+            grown_at.setdefault(c.seq_id, k)
+    if first_admit is not None and any(grown_at.get(i, first_admit + 1) > first_admit
+                                       for i in want.scheduled if i not in want.admitted):
+        return "grow the running sequences first, then admit: a sequence just admitted must not crowd out the running"
+    if list(grown_at) != [i for i in got.running_before if i in grown_at]:
+        return "grow the running oldest first, in state.running's order: the plan's order is the batch's"
+    kept = [i for i in want.preempted if i not in got.preempted and i in got.tables and i not in got.scheduled]
+    if kept:
+        return (f"{kept[0]} could not grow and was the newest: it preempts itself (state.preempt), goes to the front "
+                f"of the queue and is not scheduled")
+    if got.preempted != want.preempted:
+        if not want.preempted:
+            return "preempt only when memory refuses a grow (grow returned None)"
+        return (f"preempt the newest running sequence (state.running[-1], the last admitted); expected "
+                f"{list(want.preempted)} preempted in that order, got {list(got.preempted)}")
+    extra = [i for i in got.admitted if i not in want.admitted]
+    if extra and want.waiting and want.waiting[0] not in got.admitted:
+        return (f"the head of the queue, {want.waiting[0]}, cannot be admitted, so it blocks the ones behind it "
+                f"(first come first served: nobody starves); you admitted {extra}")
+    return ""
+
+
+def _differences(got: StepView, want: StepView) -> list[str]:
+    return [f"{name}: got {short(_compared(got, name), 200)}, expected {short(_compared(want, name), 200)}"
+            for name in COMPARED if _compared(got, name) != _compared(want, name)]
+
+
 def _run_schedule(fn: Reader, case: SchedCase) -> list[str]:
+    run = _Run(case, fn)
     want = _reference_run(case)
-    trace = _Trace(case)
-    state = SchedulerState([], deque(), Memory(case.num_blocks, case.block_size, case.watermark_blocks),
-                           case.token_budget, case.max_num_seqs)
-    everyone = {s.seq_id: s for s in trace.arrivals}
     for expected in want:
-        state.waiting.extend(trace.arriving(expected.step))
-        got, why = _reader_step(fn, case, trace, state, everyone, expected.step)
         where = f"step {expected.step} (before it: {expected.before})"
-        if got is None:
-            return [where, why]
-        fields = ("scheduled", "preempted", "admitted", "tables", "waiting")
-        wrong = [f for f in fields if getattr(got, f) != getattr(expected, f)]
+        try:
+            got = run.step(expected.step)
+        except _Refused as refused:
+            return [where, refused.message] + ([refused.hint] if refused.hint else [])
+        wrong = _differences(got, expected)
         if wrong:
-            lines = [where] + [f"{f}: got {short(getattr(got, f), 200)}, expected {short(getattr(expected, f), 200)}"
-                               for f in wrong]
-            hint = _diagnose(got, expected, case)
-            return lines + ([hint] if hint else [])
-    if state.running or state.waiting:
-        return [f"after step {want[-1].step} the reference is done; still running or waiting: "
-                f"{[s.seq_id for s in [*state.running, *state.waiting]]}"]
+            hint = _diagnose(got, expected)
+            return [where, *wrong] + ([hint] if hint else [])
+    if not run.done:
+        left = [s.seq_id for s in (*run.scheduler.running, *run.scheduler.waiting)]
+        return [f"after step {want[-1].step} the reference is done; still running or waiting: {left}"]
     return []
 
 
 def check_schedule(fn: Callable[[SchedulerState], Any]) -> bool:
-    """Grade ``fn(state) -> {seq: tokens}`` step by step against the package's ``Scheduler``, same block tables."""
+    """Grade ``fn(state) -> {seq: tokens}`` as the policy of the package's Scheduler, step by step against the shipped one.
+
+    The contract, the package's (:mod:`pagedkv_edu.core.scheduler`): ``state.running`` is the
+    batch, oldest admission first; ``state.waiting`` a deque, front first. ``state.memory.grow(seq,
+    n)`` makes room for ``n`` tokens after ``seq.num_computed_tokens``, ``state.memory.lookup(seq)``
+    finds a cached prefix, ``state.memory.admit(seq, n, hit)`` gives a waiting sequence its blocks;
+    each returns the new block ids, or None having changed nothing. ``state.preempt(victim)``
+    frees a running sequence's memory (its count becomes 0: it is recomputed) or swaps it out (its
+    count is kept), and puts it at the front of ``state.waiting``. The policy moves an admitted
+    sequence from ``state.waiting`` to the end of ``state.running`` itself and returns ``{seq:
+    tokens}`` in the order scheduled: what memory granted each, within ``state.token_budget`` and
+    ``state.max_num_seqs`` seats (``seq.num_seqs`` each). The Scheduler, not the policy nor the
+    memory, advances ``num_computed_tokens`` by the planned tokens after the policy returns. When the
+    sequence that must grow is itself the newest, it preempts itself: it goes to the front of the
+    queue and is not scheduled; if nothing else runs and nothing is scheduled, the Scheduler fails
+    it as one that can never fit.
+
+    Each trace's requests arrive at their steps; between steps the grader plays the engine
+    through the Scheduler: every sequence whose tokens are all computed samples one, a request of
+    ``n`` samples forks after its prompt (``Scheduler.fork``), and a sample finishes after
+    ``max_tokens`` (``Scheduler.finish``). Each step is compared with the shipped policy's: the
+    tokens scheduled and their order, who is preempted (in order), admitted or failed, every block
+    table and the queue. A function that raises, or whose plan the Scheduler refuses, is reported
+    with the step and what it saw; so is one that changes a count itself, frees blocks with
+    ``state.memory.release`` instead of preempting, or plans a token count that is not an int.
+    """
     return grade("schedule（排程器的一步）", fn, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule)
 
 
 def try_schedule(fn: Callable[[SchedulerState], Any], case: str | int = 0) -> list[dict[str, Any]]:
     """Run ``fn`` on one shown case (by name or index): every step's input, your decisions and the expected ones.
 
-    Stops after the first step that differs. Nothing is graded or printed.
+    Each row has ``step``, ``before`` (what the step saw), ``yours`` and ``expected`` (each a
+    :class:`StepView`, with the memory calls in order; ``yours`` is None when the step was
+    refused) and ``problem`` (why it was refused, or ""). Stops after the first step that differs.
+    Nothing is graded or printed.
     """
     chosen = SCHEDULE_CASES[case] if isinstance(case, int) else next(
         (c for c in SCHEDULE_CASES if c.name == case), None)
     if chosen is None:
         raise KeyError(f"no shown case {case!r}; the cases are {[c.name for c in SCHEDULE_CASES]}")
-    want = _reference_run(chosen)
-    trace = _Trace(chosen)
-    state = SchedulerState([], deque(), Memory(chosen.num_blocks, chosen.block_size, chosen.watermark_blocks),
-                           chosen.token_budget, chosen.max_num_seqs)
-    everyone = {s.seq_id: s for s in trace.arrivals}
-    rows = []
-    for expected in want:
-        state.waiting.extend(trace.arriving(expected.step))
-        got, why = _reader_step(fn, chosen, trace, state, everyone, expected.step)
+    run, rows = _Run(chosen, Reader(fn)), []
+    for expected in _reference_run(chosen):
+        try:
+            got, problem = run.step(expected.step), ""
+        except _Refused as refused:
+            got, problem = None, " ".join(filter(None, (refused.message, refused.hint)))
+        except NotSolved as stub:
+            got, problem = None, f"not solved yet ({stub})"
         rows.append({"step": expected.step, "before": expected.before, "yours": got, "expected": expected,
-                     "problem": why})
-        if got is None or any(getattr(got, f) != getattr(expected, f)
-                              for f in ("scheduled", "preempted", "admitted", "tables", "waiting")):
+                     "problem": problem})
+        if got is None or _differences(got, expected):
             break
     return rows

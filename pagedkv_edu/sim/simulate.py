@@ -23,8 +23,8 @@ from ..engine.engine import LLMEngine
 from ..engine.runner import StandInRunner
 from ..core.request import Request as SeqRecord
 from ..engine.sampling import SamplingParams
-from ..core.scheduler import PREEMPTION_MODES, ScheduledStep, TokenCounts
-from ..engine.config import POLICIES
+from ..core.scheduler import ScheduledStep, TokenCounts
+from ..engine.config import EngineConfig
 from ..core.swap import SwapSpace
 from .preemption_cost import Hardware
 from ..workload import MAX_SEQ_LEN, Request, prompt_token_ids
@@ -219,19 +219,13 @@ def simulate(
     that samples its last token, so it holds at most ``prompt + output - 1`` tokens.
     """
     reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose one of {POLICIES}")
+    config = EngineConfig(policy=policy, kv_budget_tokens=kv_budget_tokens, block_size=block_size,   # checks them
+                          max_seq_len=max_seq_len, max_num_batched_tokens=max_num_batched_tokens,
+                          preemption_mode=preemption_mode, swap_space_tokens=swap_space_tokens,
+                          enable_prefix_caching=enable_prefix_caching, keep_history=False)
     if allocator not in ALLOCATORS:
         raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")
-    if enable_prefix_caching and policy != "paged":
-        raise ValueError(f"prefix caching shares blocks, so it needs policy='paged', not {policy!r}")
-    check_whole("kv_budget_tokens", kv_budget_tokens, 1)
-    if preemption_mode not in PREEMPTION_MODES:
-        raise ValueError(f"unknown preemption_mode {preemption_mode!r}; choose one of {PREEMPTION_MODES}")
-    if preemption_mode == "swap" and policy != "paged":
-        raise ValueError(f"swapping moves blocks, so it needs policy='paged', not {policy!r}")
     if policy == "paged":
-        check_whole("block_size", block_size, 1)
         if kv_budget_tokens < block_size:
             raise ValueError(f"kv_budget_tokens={kv_budget_tokens} is smaller than one block of {block_size} slots")
         check_whole("watermark_blocks", watermark_blocks)
@@ -288,9 +282,7 @@ def simulate(
                 ArenaSlice(reqs[e.owner].request_id, e.start, e.size, by_id[e.owner].num_computed_tokens,
                            _kv_len(by_id[e.owner])) for e in arena.extents]
 
-    engine = LLMEngine(StandInRunner(vocab_size, measure), memory=memory, max_seq_len=max_seq_len, policy=policy,
-                       max_num_batched_tokens=max_num_batched_tokens, preemption_mode=preemption_mode,
-                       keep_history=False)
+    engine = LLMEngine(StandInRunner(vocab_size, measure), config=config, memory=memory)
     pending = deque(enumerate(reqs))
     for step in range(max_steps):
         clock[0] = step
