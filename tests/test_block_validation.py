@@ -63,7 +63,7 @@ def state(m: BlockManager) -> tuple:
     cache = m.prefix_cache
     return (m.pool.free_ids(), list(m.pool.ref_counts),
             {s: (list(t.block_ids), t.num_tokens) for s, t in m.tables.items()},
-            copy.deepcopy(m._copies),
+            copy.deepcopy(m.copies),
             [cache.holds(b) for b in range(m.pool.num_blocks)] if cache else None,
             (cache.queried_tokens, cache.hit_tokens, cache.num_evictions) if cache else None)
 
