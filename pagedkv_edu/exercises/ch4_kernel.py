@@ -8,8 +8,6 @@ else the shipped solution), and :func:`decode_backend` runs them as the decoder'
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import math
 import random
 from collections.abc import Callable
@@ -24,6 +22,7 @@ from .. import runtime
 from ..attention.triton_decode import LOG2E
 from .ch4_triton import PagedCache, _dot_floor, _first_mismatch, _launch, _np2, past_the_table, table_padding
 from .grading import grade_in_order, seeded
+from .my_engine import load_file, mark_passed, why_not_passed
 from .solutions import ch4_kernel as solution
 
 READER_FILE = Path("my_kernels") / "paged_decode.py"
@@ -294,8 +293,7 @@ def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | Non
                           passed=f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases)"):
         return False
     if mark is not None:
-        path = Path(mark)
-        _passed_note(path).write_text(_digest(path) + "\n")
+        mark_passed(mark)
     if runtime.BACKEND == "cuda":
         print(bandwidth_report(kernel, merge))
     else:
@@ -345,38 +343,17 @@ def bandwidth_report(kernel: Any, merge: Any, batch: int = 16, context: int = 40
 
 # --- the file chapter 5 imports ----------------------------------------------------------------------
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _passed_note(path: Path) -> Path:
-    return path.with_suffix(".passed")
-
-
 def load_kernels(path: str | Path = READER_FILE) -> ModuleType:
     """Import the reader's kernel file (a fresh module each time, so an edited file is re-read)."""
-    path = Path(path)
-    spec = importlib.util.spec_from_file_location(f"reader_{path.stem}_{_digest(path)[:8]}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(path)
 
 
 def reader_kernels(path: str | Path = READER_FILE) -> tuple[Any, Any, str]:
     """``(paged_decode_kernel, merge_splits_kernel, which)``: the reader's if they passed chapter 4's
     grader unchanged since, else the shipped solution; ``which`` says which ran, and why."""
-    path = Path(path)
-    note = _passed_note(path)
-    if not path.exists():
-        why = f"{path} does not exist (chapter 4 writes it)"
-    elif not note.exists():
-        why = f"{path} has not passed chapter 4's grader yet"
-    elif note.read_text().strip() != _digest(path):
-        why = f"{path} changed since it passed chapter 4's grader"
-    else:
-        module = load_kernels(path)
+    why = why_not_passed(path, "4")
+    if why is None:
+        module = load_file(path)
         return module.paged_decode_kernel, module.merge_splits_kernel, f"yours, from {path} (passed in chapter 4)"
     return solution.paged_decode_kernel, solution.merge_splits_kernel, f"the shipped solution: {why}"
 

@@ -1,0 +1,130 @@
+"""The spine of "your engine": a reader's part runs only if it passed unchanged, and runs checked."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pagedkv_edu.core.block_manager import BlockManager, ManagerBase
+from pagedkv_edu.core.block_pool import BlockPool
+from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.core.prefix_cache import NO_HIT, PrefixHit
+from pagedkv_edu.core.request import Request, SamplingParams
+from pagedkv_edu.core.scheduler import schedule
+from pagedkv_edu.engine.engine import LLMEngine
+from pagedkv_edu.engine.guards import CheckedMemory, PartError
+from pagedkv_edu.engine.runner import StandInRunner
+from pagedkv_edu.exercises import my_engine
+from pagedkv_edu.exercises.solutions import block_manager as solution
+
+SOLUTION = Path(solution.__file__)
+
+
+def test_without_files_every_part_is_shipped_and_says_why(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    parts = my_engine.load_parts(tmp_path)
+    assert parts.manager_class is BlockManager and parts.schedule is schedule and not parts.card.yours
+    out = capsys.readouterr().out
+    assert "block_manager" in out and "shipped" in out and "does not exist (chapter 2 writes it)" in out
+
+
+def test_a_part_runs_once_it_passed_and_not_after_it_changed(tmp_path: Path) -> None:
+    path = tmp_path / "block_manager.py"
+    shutil.copy(SOLUTION, path)
+    assert my_engine.load_parts(tmp_path, quiet=True).card.yours == []          # written, not passed
+    my_engine.mark_passed(path)
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    assert parts.card.yours == ["block_manager"] and issubclass(parts.manager_class, ManagerBase)
+    assert parts.manager_class is not BlockManager and isinstance(parts.memory(8, 4), CheckedMemory)
+    path.write_text(path.read_text() + "\n# an edit after passing\n")
+    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[0]
+    assert not choice.yours and "changed since it passed chapter 2" in choice.why
+
+
+def test_a_passed_file_without_the_class_falls_back_naming_why(tmp_path: Path) -> None:
+    path = tmp_path / "block_manager.py"
+    path.write_text("class BlockManager:\n    pass\n")
+    my_engine.mark_passed(path)
+    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[0]
+    assert not choice.yours and "no BlockManager class built on ManagerBase" in choice.why
+
+
+def serve(memory: Any, n: int = 8) -> tuple[dict[int, list[int]], list[tuple]]:
+    engine = LLMEngine(StandInRunner(100), memory=memory, max_seq_len=64, max_num_batched_tokens=20)
+    for i in range(n):
+        engine.add_request(list(range(1, 6 + 3 * i)), SamplingParams(max_tokens=4 + i))
+    outputs, steps = {}, []
+    while engine.has_unfinished:
+        for out in engine.step():
+            outputs[out.request_id] = out.token_ids
+        step = engine.last_step
+        steps.append(([(s.seq.seq_id, s.num_new_tokens, s.new_block_ids) for s in step.scheduled],
+                      [s.seq_id for s in step.preempted]))
+    return outputs, steps
+
+
+def test_the_solution_as_a_readers_part_serves_as_the_shipped_manager_does() -> None:
+    mine = CheckedMemory(solution.BlockManager(BlockPool(12, 4), 64))
+    theirs, shipped_steps = serve(BlockManager(12, 4, 64))
+    outputs, steps = serve(mine)
+    assert outputs == theirs and steps == shipped_steps and any(pre for _, pre in steps)   # preemptions too
+
+
+# --- broken parts: each stopped at its first wrong answer, naming the part, the call and the value ---------
+class CountsAPartialBlockFull(solution.BlockManager):
+    def grow(self, seq: Any, n: int) -> list[int] | None:
+        table, end = self.held[seq], seq.num_computed_tokens + n
+        need = max(end // self.block_size + 1 - len(table), 0)   # floor + 1: a new block when the last is just full
+        if need > self.pool.num_free:
+            return None
+        new = self.pool.allocate(need)
+        table += new
+        return new
+
+
+class HalfAppliesARefusal(solution.BlockManager):
+    def admit(self, seq: Any, n: int, hit: PrefixHit = NO_HIT) -> list[int] | None:
+        if blocks_needed(n, self.block_size) > self.pool.num_free:
+            self.pool.allocate(self.pool.num_free)               # takes what there is, then says no
+            return None
+        return super().admit(seq, n, hit)
+
+
+class ReturnsTheWholeTableOnGrowth(solution.BlockManager):
+    def grow(self, seq: Any, n: int) -> list[int] | None:
+        new = super().grow(seq, n)
+        return None if new is None else list(self.held[seq])
+
+
+class ForgetsToRelease(solution.BlockManager):
+    def release(self, seq: Any) -> list[int]:
+        return self.held[seq][::-1]
+
+
+class NamesAFreeBlock(solution.BlockManager):
+    def admit(self, seq: Any, n: int, hit: PrefixHit = NO_HIT) -> list[int] | None:
+        ids = super().admit(seq, n, hit)
+        if ids is not None and self.pool.num_free:
+            self.held[seq][-1] = self.pool.free_ids()[-1]       # a block nobody holds
+        return None if ids is None else list(self.held[seq])
+
+
+class RaisesInside(solution.BlockManager):
+    def grow(self, seq: Any, n: int) -> list[int] | None:
+        return self.pool.allocate(self.pool.num_free + 1)        # more than there is: the pool raises
+
+
+@pytest.mark.parametrize("broken, message", [
+    (RaisesInside, r"grow\(.*\) raised OutOfBlocksError: asked for \d+ blocks"),
+    (CountsAPartialBlockFull, r"grow\(.*\): the table \[.*\] has \d+ blocks for \d+ tokens"),
+    (HalfAppliesARefusal, r"admit\(.*\): refused \(None\) but changed the memory: free blocks"),
+    (ReturnsTheWholeTableOnGrowth, r"grow\(.*\): returned \[.*\], but the table went from"),
+    (ForgetsToRelease, r"release\(.*\): the sequence still holds blocks"),
+    (NamesAFreeBlock, r"admit\(.*\): the table \[.*\] names blocks it does not hold"),
+])
+def test_a_broken_part_stops_the_engine_with_a_message(broken: type, message: str) -> None:
+    memory = CheckedMemory(broken(BlockPool(12, 4), 64), "your block manager (test)")
+    with pytest.raises(PartError, match=r"^your block manager \(test\): " + message):
+        serve(memory)
