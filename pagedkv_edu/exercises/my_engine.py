@@ -127,11 +127,16 @@ class Parts:
     schedule: Callable[..., Any]
     card: ReportCard
 
-    def memory(self, num_blocks: int, block_size: int, max_seq_len: int | None = None, *,
-               watermark_blocks: int = 0) -> Any:
+    def memory(self, num_blocks: int, block_size: int, max_seq_len: int | None = None, **options: Any) -> Any:
+        """A block manager, called as :class:`BlockManager` is (``simulate(..., block_manager=parts.memory)``)."""
         if self.manager_class is BlockManager:
-            return BlockManager(num_blocks, block_size, max_seq_len, watermark_blocks=watermark_blocks)
-        mine = self.manager_class(BlockPool(num_blocks, block_size), max_seq_len, watermark_blocks=watermark_blocks)
+            return BlockManager(num_blocks, block_size, max_seq_len, **options)
+        unsupported = {k for k, v in options.items() if v and k != "watermark_blocks"}
+        if unsupported:
+            raise ValueError(f"your block manager (chapter 2) has no {', '.join(sorted(unsupported))}: the shipped one "
+                             f"does (chapters 8, 9)")
+        mine = self.manager_class(BlockPool(num_blocks, block_size), max_seq_len,
+                                  watermark_blocks=options.get("watermark_blocks", 0))
         return CheckedMemory(mine, f"your block manager ({PARTS['block_manager'].path()})")
 
 

@@ -10,9 +10,10 @@ preemption and prefix caching, chapter 9 for recompute against swap.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 import dataclasses
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ..core.block_manager import BlockManager
 from ..core.block_table import blocks_needed
@@ -204,6 +205,7 @@ def simulate(
     max_num_batched_tokens: int | None = None,
     preemption_mode: str = "recompute",
     swap_space_tokens: int | None = None,
+    block_manager: Callable[..., Any] = BlockManager,
 ) -> SimResult:
     """Serve ``requests`` on a KV budget of ``kv_budget_tokens`` slots under ``policy``.
 
@@ -213,6 +215,8 @@ def simulate(
     ``enable_prefix_caching`` with prompt ids drawn from ``vocab_size`` and ``prompt_seed``;
     ``preemption_mode="swap"`` into ``swap_space_tokens`` host slots (default: the budget).
     ``max_num_batched_tokens`` caps the tokens a step computes (None: prompts prefilled whole).
+    ``block_manager`` builds the paged memory, called as :class:`BlockManager` is (a reader's, from
+    :meth:`Parts.memory <pagedkv_edu.exercises.my_engine.Parts.memory>`).
 
     Each step is :meth:`LLMEngine.step <pagedkv_edu.engine.engine.LLMEngine.step>` with a stand-in
     runner, measured while the step runs: a request finishes by the engine's rule, in the step
@@ -247,9 +251,9 @@ def simulate(
         swap = None
         if preemption_mode == "swap":
             swap = SwapSpace(max(1, (swap_space_tokens or kv_budget_tokens) // block_size), block_size)
-        manager = memory = BlockManager(kv_budget_tokens // block_size, block_size, max_seq_len,
-                                        enable_prefix_caching=enable_prefix_caching,
-                                        watermark_blocks=watermark_blocks, swap=swap)
+        manager = memory = block_manager(kv_budget_tokens // block_size, block_size, max_seq_len,
+                                         enable_prefix_caching=enable_prefix_caching,
+                                         watermark_blocks=watermark_blocks, swap=swap)
         capacity = manager.pool.capacity_tokens
         too_big = [r.request_id for r in reqs if blocks_needed(r.final_len, block_size) > manager.pool.num_blocks]
     else:
