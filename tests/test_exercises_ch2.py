@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import re
+import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,14 +15,23 @@ import torch
 
 from pagedkv_edu.core.block_pool import BlockPool
 from pagedkv_edu.core.block_table import BlockTable
+from pagedkv_edu.core.prefix_cache import NO_HIT
 from pagedkv_edu.exercises.ch2 import (
     APPEND_CASES,
     HIDDEN_APPEND_CASES,
+    HIDDEN_RUNS,
     HIDDEN_SLOT_CASES,
+    MANAGER_BLOCK_SIZES,
+    MANAGER_CASES,
     SLOT_CASES,
     check_append_token,
+    check_block_manager,
     check_slot_mapping,
+    run_hidden,
+    try_block_manager,
 )
+from pagedkv_edu.exercises.my_engine import load_parts, why_not_passed
+from pagedkv_edu.exercises.solutions import block_manager as solution_manager
 from pagedkv_edu.exercises.solutions.ch2 import append_token, slot_mapping
 
 B = 16   # the notebook's global block size, which a solution may use by mistake
@@ -316,3 +330,299 @@ def test_append_checker_stub_and_later_exceptions(capsys: pytest.CaptureFixture[
     assert check_append_token(crashes_on_a_new_block) is False
     out = capsys.readouterr().out
     assert out.count("raised ValueError: no block") == 1 and 'raise ValueError("no block")' in out
+
+
+# --- the block manager (a file, graded against the package's manager) ---------------------------
+MANAGER = "BlockManager（區塊管理器）"
+SOLUTION_FILE = Path(solution_manager.__file__)
+
+# Right answers in other styles: each a whole file a reader might save.
+MANAGER_RIGHT = {
+    "math.ceil, freed one by one in reverse": '''
+import math
+from pagedkv_edu.core.block_manager import ManagerBase
+from pagedkv_edu.core.prefix_cache import NO_HIT
+
+
+class BlockManager(ManagerBase):
+    def admit(self, seq, num_new_tokens, hit=NO_HIT):
+        need = math.ceil(num_new_tokens / self.block_size)
+        keep = self.watermark_blocks if len(self.held) > 0 else 0
+        if need + keep > self.pool.num_free:
+            return None
+        self.held[seq] = self.pool.allocate(need)
+        return list(self.held[seq])
+
+    def grow(self, seq, num_new_tokens):
+        table = self.held[seq]
+        need = math.ceil((seq.num_computed_tokens + num_new_tokens) / self.block_size) - len(table)
+        if need > self.pool.num_free:
+            return None
+        new = self.pool.allocate(need)
+        table.extend(new)
+        return new
+
+    def release(self, seq):
+        table = self.held.pop(seq)
+        for block in reversed(table):
+            self.pool.free(block)
+        return table[::-1]
+''',
+    "slots: a block at a time while the table is short": '''
+from pagedkv_edu.core.block_manager import ManagerBase
+
+
+class BlockManager(ManagerBase):
+    def _short_by(self, table, tokens):
+        """Blocks missing to hold ``tokens``: the table's slots against the tokens, a block at a time."""
+        slots, missing = len(table) * self.block_size, 0
+        while slots < tokens:
+            slots += self.block_size
+            missing += 1
+        return missing
+
+    def admit(self, seq, num_new_tokens, hit=None):
+        missing = self._short_by([], num_new_tokens)
+        reserve = self.watermark_blocks if self.held else 0
+        if self.pool.num_free - missing < reserve:
+            return None
+        table = []
+        for _ in range(missing):
+            table.append(self.pool.allocate()[0])
+        self.held[seq] = table
+        return table[:]
+
+    def grow(self, seq, num_new_tokens):
+        table = self.held[seq]
+        missing = self._short_by(table, seq.num_computed_tokens + num_new_tokens)
+        if missing > self.pool.num_free:
+            return None
+        new = [self.pool.allocate()[0] for _ in range(missing)]
+        table += new
+        return new
+
+    def release(self, seq):
+        table = self.held[seq]
+        released = []
+        while table:
+            released.append(table.pop())
+        del self.held[seq]
+        self.pool.free_all(released)
+        return released
+''',
+}
+
+# Wrong answers: the solution with one mistake each, and the hint that names it.
+WRONG_HEADER = '''
+from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.exercises.solutions.block_manager import BlockManager as Solution
+
+
+class BlockManager(Solution):'''
+
+MANAGER_WRONG = {
+    "head-first release": ('''
+    def release(self, seq):
+        released = self.held.pop(seq)          # first block first
+        self.pool.free_all(released)
+        return released
+''', r"call: release\('a'\).*hint: the blocks went back first block first\. Release the last block first: in "
+     r"chapter 8's prefix cache"),
+    "a full last block counted partial": ('''
+    def grow(self, seq, n):
+        table, end = self.held[seq], seq.num_computed_tokens + n
+        need = max(0, end // self.block_size + 1 - len(table))
+        if need > self.pool.num_free:
+            return None
+        new = self.pool.allocate(need)
+        table += new
+        return new
+''', r"call: grow\('a', 1\).*hint: 8 tokens fill exactly 2 blocks of 4: the last block is full, not partly filled\. "
+     r"`tokens // block_size \+ 1` counts one block too many"),
+    "a refusal that half-applies": ('''
+    def admit(self, seq, n, hit=None):
+        self.held[seq] = []                    # the table first, the check after
+        keep = self.watermark_blocks if len(self.held) > 1 else 0
+        if blocks_needed(n, self.block_size) + keep > self.pool.num_free:
+            return None
+        self.held[seq] = self.pool.allocate(blocks_needed(n, self.block_size))
+        return list(self.held[seq])
+''', r"call: admit\('b', 12\).*tables: yours \{'a': \[4, 0, 3\], 'b': \[\]\}.*hint: it returned None but changed the "
+     r"memory\. A refusal changes nothing"),
+    "a double free": ('''
+    def release(self, seq):
+        released = self.held.pop(seq)[::-1]
+        self.pool.free_all(released)
+        self.pool.free(released[0])            # the last block once more
+        return released
+''', r"release\('a'\) raised ValueError: block 3 is already free \(double free\), at `self\.pool\.free\(released\[0\]\)"
+     r".*hint: a block was freed twice"),
+    "a block freed while still in the table": ('''
+    def release(self, seq):
+        released = self.held[seq][::-1]        # freed, but the table stays
+        self.pool.free_all(released)
+        return released
+''', r"hint: blocks \[7, 1, 3\] are back in the free queue but still in 'a''s table: a block freed while a table still "
+     r"names it is handed to the next sequence"),
+    "the watermark with nothing held": ('''
+    def admit(self, seq, n, hit=None):
+        need = blocks_needed(n, self.block_size)
+        if need + self.watermark_blocks > self.pool.num_free:   # even when nobody runs
+            return None
+        self.held[seq] = self.pool.allocate(need)
+        return list(self.held[seq])
+''', r"call: admit\('a', 20\).*returned: yours None, expected \[0, 1, 2, 3, 4\].*hint: nothing holds memory, so the "
+     r"watermark does not apply"),
+    "a grow that always takes a block": ('''
+    def grow(self, seq, n):
+        if self.pool.num_free == 0:
+            return None
+        new = self.pool.allocate(1)
+        self.held[seq] += new
+        return new
+''', r"call: grow\('a', 1\).*hint: grow took a block for 1 token that fit in the last block's 1 free slot \(it takes "
+     r"one on every call, whatever the tokens\)"),
+}
+
+
+def _save(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "my_engine" / "block_manager.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(source)
+    return path
+
+
+def test_the_solution_passes_is_marked_and_grades_in_a_few_seconds(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save(tmp_path, SOLUTION_FILE.read_text())
+    started = time.perf_counter()
+    assert check_block_manager(path) is True
+    assert time.perf_counter() - started < 10          # the notebook runs it (about 2 s when the machine is idle)
+    out = capsys.readouterr().out
+    assert out.startswith(f"✓ {MANAGER}: passed ({len(MANAGER_CASES)} cases from the text and {HIDDEN_RUNS} hidden")
+    assert why_not_passed(path, "2") is None           # marked: load_parts gives the engine this file
+    assert load_parts(path.parent, quiet=True).card.yours[:1] == ["block_manager"]
+
+
+@pytest.mark.parametrize("name", MANAGER_RIGHT)
+def test_the_manager_grader_accepts_right_answers_in_other_styles(name: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_block_manager(_save(tmp_path, MANAGER_RIGHT[name])) is True, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", MANAGER_WRONG)
+def test_the_manager_grader_rejects_each_mistake_with_its_hint(name: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    body, hint = MANAGER_WRONG[name]
+    path = _save(tmp_path, WRONG_HEADER + body)
+    assert check_block_manager(path) is False
+    out = capsys.readouterr().out
+    assert out.startswith(f"✗ {MANAGER}: failed") and why_not_passed(path, "2") is not None
+    assert re.search(hint, out, re.S), out
+    others = [h for n, (_, h) in MANAGER_WRONG.items() if n != name]
+    assert not any(re.search(h.split("hint: ", 1)[-1], out, re.S) for h in others), out   # its own hint, not another's
+
+
+def test_the_hidden_runs_catch_what_the_shown_cases_miss(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bit shifts count blocks right at the text's block sizes 4 and 16, wrong at 5: only a hidden case shows it."""
+    path = _save(tmp_path, WRONG_HEADER + '''
+    def grow(self, seq, n):
+        table, end, size = self.held[seq], seq.num_computed_tokens + n, self.block_size
+        need = ((end + size - 1) >> (size.bit_length() - 1)) - len(table)
+        if need > self.pool.num_free:
+            return None
+        new = self.pool.allocate(need)
+        table += new
+        return new
+''')
+    assert check_block_manager(path) is False
+    out = capsys.readouterr().out
+    assert "hidden case" in out and "(seeded random calls), call" in out and "the block-table article" not in out
+    assert "call: grow(" in out and "before: tables {" in out
+    assert check_block_manager(path) is False and capsys.readouterr().out == out   # derandomized: the same case
+
+
+def test_the_hidden_runs_cover_the_edges_with_the_same_calls_whatever_is_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every block size, refusals (by the pool and by the watermark), chunked and repeated admissions, growth
+    that takes no block and growth that ends on a block's edge; and the same calls again after a module full
+    of small integers is imported (hypothesis would draw some of them: the grader turns that off)."""
+    seen: list[tuple] = []
+
+    class Recorder(solution_manager.BlockManager):
+        def admit(self, seq, n, hit=NO_HIT):
+            ids = super().admit(seq, n, hit)
+            seen.append(("admit", self.block_size, ids is None, n < seq.num_tokens,
+                         seq.num_prompt_tokens < seq.num_tokens, bool(self.held) and self.watermark_blocks > 0))
+            return ids
+
+        def grow(self, seq, n):
+            new = super().grow(seq, n)
+            ends_on_an_edge = (seq.num_computed_tokens + n) % self.block_size == 0
+            seen.append(("grow", self.block_size, new is None, new == [], ends_on_an_edge))
+            return new
+
+    assert run_hidden(Recorder, Path("unused")) == []
+    first = list(seen)
+    seen.clear()
+    (tmp_path / "many_constants.py").write_text("VALUES = [" + ", ".join(str(n) for n in range(-5, 300)) + "]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert len(importlib.import_module("many_constants").VALUES) == 305   # a local module, in sys.modules
+    assert run_hidden(Recorder, Path("unused")) == [] and seen == first
+    assert not (tmp_path / ".hypothesis").exists()      # nor a cache of constants beside the notebooks
+    monkeypatch.delitem(sys.modules, "many_constants")
+    admits, grows = [s for s in seen if s[0] == "admit"], [s for s in seen if s[0] == "grow"]
+    assert {s[1] for s in seen} == set(MANAGER_BLOCK_SIZES)
+    assert any(s[2] for s in admits) and any(s[2] for s in grows)             # refusals
+    assert any(s[2] and s[5] for s in admits)                                   # with a watermark and others running
+    assert any(s[3] and not s[2] for s in admits) and any(s[4] for s in admits)  # chunked; a preempted one back
+    assert any(s[3] for s in grows) and any(s[4] and not s[2] for s in grows)   # no block taken; ends on an edge
+
+
+def test_the_stub_is_not_written_yet_and_shows_no_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save(tmp_path, '''
+from pagedkv_edu.core.block_manager import ManagerBase
+
+
+class BlockManager(ManagerBase):
+    def admit(self, seq, num_new_tokens, hit=None):
+        raise NotImplementedError("your turn")
+
+    def grow(self, seq, num_new_tokens):
+        raise NotImplementedError("your turn")
+
+    def release(self, seq):
+        raise NotImplementedError("your turn")
+''')
+    assert check_block_manager(path) is False
+    out = capsys.readouterr().out
+    assert out == (f"○ {MANAGER}: not solved yet (admit is not written yet: it raises NotImplementedError). "
+                   "Write your version above and run the cell again.\n")
+
+
+def test_files_that_give_no_manager_say_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_block_manager(tmp_path / "nowhere.py") is False
+    assert "nowhere.py does not exist: run the %%writefile cell above" in capsys.readouterr().out
+    cases = {"class BlockManager:\n    pass\n": "not a class built on ManagerBase",
+             "class BlockManager(:\n": "raised SyntaxError",
+             "from pagedkv_edu.core.block_manager import ManagerBase\nclass BlockManager(ManagerBase):\n    pass\n":
+                 "has no admit, grow, release",
+             WRONG_HEADER + "\n    def grow(self, seq, n):\n        raise NotImplementedError\n":
+                 "call: grow('a', 1) ('a' holds 7 tokens; room for 8)\n      grow is not written yet"}
+    for source, why in cases.items():
+        assert check_block_manager(_save(tmp_path, source)) is False
+        out = capsys.readouterr().out
+        assert out.startswith(f"✗ {MANAGER}: failed") and why in out, out
+
+
+def test_try_block_manager_returns_every_call_with_both_answers(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save(tmp_path, WRONG_HEADER + MANAGER_WRONG["head-first release"][0])
+    tried = try_block_manager(path, 0)
+    assert capsys.readouterr().out == "" and tried["case"] == MANAGER_CASES[0].name
+    assert [(c["call"], c["yours"], c["expected"]) for c in tried["calls"]] == [
+        ("admit('a', 7)", [7, 1], [7, 1]), ("grow('a', 1)", [], []), ("grow('a', 1)", [3], [3]),
+        ("release('a')", [7, 1, 3], [3, 1, 7])]
+    assert tried["calls"][-1]["your_free_queue"][-3:] == [7, 1, 3]
+    assert tried["calls"][-1]["expected_free_queue"][-3:] == [3, 1, 7]

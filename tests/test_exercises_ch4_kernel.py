@@ -37,8 +37,16 @@ def kernel_mutant(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_pt
     if V == "off_by_one":
         seq_len = seq_len - 1
     chunk = tl.cdiv(tl.cdiv(seq_len, num_splits), TILE_N) * TILE_N
+    if V == "unrounded_chunk":
+        chunk = tl.cdiv(seq_len, num_splits)
     start = split * chunk
     end = tl.minimum(start + chunk, seq_len)
+    if V == "whole_sequence":   # every split attends over everything: equal partials, equal weights
+        start = split * 0
+        end = seq_len
+    if V == "split0_all":       # split 0 attends over everything, the others are empty
+        start = split * 0
+        end = tl.where(split == 0, seq_len, 0)
     offs_g = tl.arange(0, GROUP_PAD)
     mask_g = offs_g < GROUP
     heads = kv_head * GROUP + offs_g
@@ -48,6 +56,12 @@ def kernel_mutant(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_pt
     mask_d = offs_d < HEAD_DIM
     q_mask = mask_g[:, None] & mask_d[None, :]
     q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + offs_d[None, :], mask=q_mask, other=0.0)
+    if V == "q_no_group_mask":   # the last KV head's padded rows read past the last query head, never stored
+        q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + offs_d[None, :], mask=mask_d[None, :],
+                    other=0.0)
+    if V == "q_no_column_mask":  # columns past head_dim read q's padding: NaN scores, so l stays 0 and lse -inf
+        q = tl.load(q_ptr + seq * stride_qs + heads[:, None] * stride_qh + offs_d[None, :],
+                    mask=mask_g[:, None] & (offs_d >= 0)[None, :], other=0.0)
     q = q.to(tl.float32)
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
@@ -84,11 +98,19 @@ def kernel_mutant(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_pt
     if V == "unnormalised_part":
         result = acc
     part = part_ptr + seq * stride_ps + heads[:, None] * stride_ph + split * stride_pk + offs_d[None, :]
-    tl.store(part, result, mask=q_mask)
+    store_mask = q_mask
+    if V == "empty_stores_nothing":   # an empty split (l = 0) leaves part and lse as they were
+        store_mask = q_mask & (l_i > 0)[:, None]
+    if V == "part_no_group_mask":     # the last KV head's padded rows write past the last query head
+        store_mask = mask_d[None, :] & (offs_g >= 0)[:, None]
+    tl.store(part, result, mask=store_mask)
     lse = tl.where(l_i > 0, m_i + tl.log2(safe_l), float("-inf"))
     if V == "lse_natural_log":
         lse = tl.where(l_i > 0, m_i + tl.log(safe_l), float("-inf"))
-    tl.store(lse_ptr + seq * stride_ls + heads * stride_lh + split, lse, mask=mask_g)
+    lse_mask = mask_g
+    if V == "empty_stores_nothing":
+        lse_mask = mask_g & (l_i > 0)
+    tl.store(lse_ptr + seq * stride_ls + heads * stride_lh + split, lse, mask=lse_mask)
 
 
 @triton.jit
@@ -106,6 +128,9 @@ def merge_mutant(part_ptr, lse_ptr, out_ptr, num_splits, stride_ps, stride_ph, s
     lse = tl.load(lse_ptr + seq * stride_ls + head * stride_lh + offs_s, mask=mask_s, other=float("-inf"))
     part = tl.load(part_ptr + seq * stride_ps + head * stride_ph + offs_s[:, None] * stride_pk + offs_d[None, :],
                    mask=mask_s[:, None] & mask_d[None, :], other=0.0)
+    if M == "nan_tolerant":   # reads a split that stored nothing (NaN) as an empty one: hides a kernel that skips it
+        lse = tl.where(lse == lse, lse, float("-inf"))
+        part = tl.where(part == part, part, 0.0)
     weights = tl.exp2(lse - tl.max(lse, 0))
     if M == "natural_exp":
         weights = tl.exp(lse - tl.max(lse, 0))
@@ -123,8 +148,8 @@ def kernel_natural_sum_style(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, 
                              stride_ps, stride_ph, stride_pk, stride_ls, stride_lh,
                              GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
                              HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr):
-    """Correct, another style: natural exp and a natural-log lse (its merge agrees), no tl.dot, a loop over
-    a tile count, the table index clamped instead of masked, head-dim columns loaded with a where."""
+    """Correct, another style: natural exp inside (the lse it stores converted to base 2), no tl.dot, a loop
+    over a tile count, the table index clamped instead of masked, an empty split's output chosen by a where."""
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -162,15 +187,16 @@ def kernel_natural_sum_style(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, 
     out = tl.where(has[:, None], acc / tl.where(has, total, 1.0)[:, None], 0.0)
     heads = kv_head * GROUP + g
     tl.store(part_ptr + seq * stride_ps + heads[:, None] * stride_ph + split * stride_pk + d[None, :], out, mask=qmask)
+    lse_natural = m + tl.log(tl.where(has, total, 1.0))
     tl.store(lse_ptr + seq * stride_ls + heads * stride_lh + split,
-             tl.where(has, m + tl.log(tl.where(has, total, 1.0)), float("-inf")), mask=g < GROUP)
+             tl.where(has, lse_natural * 1.4426950408889634, float("-inf")), mask=g < GROUP)
 
 
 @triton.jit
-def merge_natural_loop_style(part_ptr, lse_ptr, out_ptr, num_splits, stride_ps, stride_ph, stride_pk, stride_ls,
-                             stride_lh, stride_os, stride_oh, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                             SPLITS_PAD: tl.constexpr):
-    """Correct, another style: natural-log lse (as its kernel wrote them), one split at a time."""
+def merge_loop_style(part_ptr, lse_ptr, out_ptr, num_splits, stride_ps, stride_ph, stride_pk, stride_ls, stride_lh,
+                     stride_os, stride_oh, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                     SPLITS_PAD: tl.constexpr):
+    """Correct, another style: one split at a time, scalar loads, no SPLITS_PAD tile."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     d = tl.arange(0, HEAD_DIM_PAD)
@@ -182,7 +208,7 @@ def merge_natural_loop_style(part_ptr, lse_ptr, out_ptr, num_splits, stride_ps, 
     num = tl.zeros([HEAD_DIM_PAD], tl.float32)
     den = 0.0
     for s in range(0, num_splits):
-        w = tl.exp(tl.load(base_l + s) - best)
+        w = tl.exp2(tl.load(base_l + s) - best)
         num += w * tl.load(base_p + s * stride_pk + d, mask=d < HEAD_DIM, other=0.0)
         den += w
     tl.store(out_ptr + seq * stride_os + head * stride_oh + d, (num / den).to(out_ptr.dtype.element_ty),
@@ -195,7 +221,7 @@ def _verdict(kernel, merge, capsys) -> tuple[bool, str]:
 
 
 @pytest.mark.parametrize("pair", [(solution.paged_decode_kernel, solution.merge_splits_kernel),
-                                  (kernel_natural_sum_style, merge_natural_loop_style)],
+                                  (kernel_natural_sum_style, merge_loop_style)],
                          ids=["solution", "natural exp, no dot, clamped table index"])
 def test_accepts(pair, capsys):
     ok, out = _verdict(*pair, capsys)
@@ -207,32 +233,88 @@ KERNEL_MUTANTS = {   # variant: what the failure must say
     "no_rescale": "expected",
     "tile_local_max": "running max",
     "no_other": "other=",
-    "unmasked_table": "mask",
+    "unmasked_table": "sequence 0's block-table row, entry 1,",   # the entry read, not the region's first
     "off_by_one": "last position",
     "gqa_interleaved": "KV head",
-    "empty_split_nan": "must store output 0 and lse -inf",
-    "unnormalised_part": "expected",
-    "lse_natural_log": "stage 1 is wrong",
+    "empty_split_nan": "divide by l only where l > 0",
+    "unnormalised_part": "acc / l_i",
+    "lse_natural_log": "base-2 log-sum-exp",
+    "unrounded_chunk": "not whole tiles",
+    # These three passed the grader that judged only the merged output (the fourth, an empty split that stores
+    # nothing under a NaN-tolerant merge, has its own test below).
+    "whole_sequence": "attended over positions 0..6 (the whole sequence), where it holds no position",
+    "split0_all": "split 0 attended over positions 0..47 (the whole sequence), where it holds positions 0..15",
+    "q_no_group_mask": "q[sequence 0, head 6 (past the last, 5), column 0]",
 }
 
 
-@pytest.mark.parametrize("variant", KERNEL_MUTANTS)
-def test_rejects_kernel_mutants(variant, capsys):
+def _set(kernel_variant: str, merge_variant: str = "none") -> None:
     global V, M
-    V, M = variant, "none"
-    ok, out = _verdict(kernel_mutant, merge_mutant, capsys)
-    V = "none"
-    assert not ok and KERNEL_MUTANTS[variant] in out, out
-    assert "query head" in out or "the output is right" in out, out
+    V, M = kernel_variant, merge_variant
 
 
-@pytest.mark.parametrize("variant", ["all_splits", "natural_exp", "unnormalised", "first_split_only"])
-def test_rejects_merge_mutants(variant, capsys):
-    global V, M
-    V, M = "none", variant
+@pytest.fixture
+def variant():
+    """Set the mutants' variants for one test, and put the solution's back whatever happens."""
+    yield _set
+    _set("none")
+
+
+@pytest.mark.parametrize("name", KERNEL_MUTANTS)
+def test_rejects_kernel_mutants(name, variant, capsys):
+    variant(name)
     ok, out = _verdict(kernel_mutant, merge_mutant, capsys)
-    M = "none"
-    assert not ok and "The merge kernel is wrong" in out, out
+    assert not ok and KERNEL_MUTANTS[name] in out, out
+    assert "query head" in out or "every split and the output are right" in out, out
+
+
+def test_every_split_is_checked_before_the_merge(variant, capsys):
+    """The wrong splits name the split and what it stored against the float64 reference of that split."""
+    variant("whole_sequence")
+    _, out = _verdict(kernel_mutant, merge_mutant, capsys)
+    assert "split 1 (no position: chunks of 8, so split 1 would start at 8" in out, out
+    assert "it stored part[..., column 0] =" in out and "(expected 0)" in out and "(expected -inf, base 2)" in out, out
+
+
+def test_an_empty_split_that_stores_nothing_fails_even_under_a_nan_tolerant_merge(variant, capsys):
+    variant("none", "nan_tolerant")   # the merge alone is right: it reads NaN as an empty split
+    assert grader._grade(kernel_mutant, merge_mutant, grader.SHOWN_CASES[2]) == []
+    variant("empty_stores_nothing", "nan_tolerant")
+    ok, out = _verdict(kernel_mutant, merge_mutant, capsys)
+    assert not ok and "split 1 (no position" in out and "stored nothing" in out and "12345" in out, out
+
+
+def test_a_nan_from_an_unmasked_q_load_is_not_blamed_on_the_empty_split_rule(variant, capsys):
+    """The old hint saw lse -inf beside a NaN part and blamed the empty-split rule; the split is not empty, and
+    the re-run with q's padding zeroed confirms the cause."""
+    variant("q_no_column_mask")
+    ok, out = _verdict(kernel_mutant, merge_mutant, capsys)
+    assert not ok and "no position" not in out and "l > 0" not in out, out
+    assert "positions 0..15" in out and "read q[sequence 0, head 0, column 6 (past the last, 5)]" in out, out
+    assert "that read is the cause" in out and "mask_d" in out, out
+
+
+def test_a_store_of_part_without_the_group_mask_is_refused_before_it_writes(variant, capsys):
+    """In the interpreter this store wrote past part and killed the process (a segmentation fault, no message)."""
+    variant("part_no_group_mask")
+    ok, out = _verdict(kernel_mutant, merge_mutant, capsys)
+    assert not ok and "the store at line" in out and "test_exercises_ch4_kernel.py" in out, out
+    assert "tl.store(part, result, mask=store_mask)" in out, out
+    assert "part[sequence 0, head 6 (past the last, 5), split 0, column 0]" in out and "mask_g" in out, out
+    assert "Nothing was written" in out, out
+
+
+@pytest.mark.parametrize("name", ["all_splits", "natural_exp", "unnormalised", "first_split_only"])
+def test_rejects_merge_mutants(name, variant, capsys):
+    variant("none", name)
+    ok, out = _verdict(kernel_mutant, merge_mutant, capsys)
+    assert not ok and "the merge kernel is wrong" in out, out
+
+
+def test_a_merge_reading_past_num_splits_is_named(variant, capsys):
+    variant("none", "all_splits")
+    _, out = _verdict(kernel_mutant, merge_mutant, capsys)
+    assert "split 3 (past the last, 2)" in out and "offs_s < num_splits" in out, out
 
 
 def test_mutant_machinery_is_the_solution_when_unchanged(capsys):
@@ -255,11 +337,32 @@ def test_stub_is_not_solved(capsys):
 
 
 def test_hidden_cases_cover_the_edges():
-    cases = list(grader.SHOWN_CASES) + grader.HIDDEN_CASES
-    assert {c.block_size for c in cases} & {3, 5, 6, 12}
-    assert any(c.num_splits > 1 for c in cases) and any(c.num_heads // c.num_kv_heads >= 3 for c in cases)
-    assert any(n == 1 for c in cases for n in c.seq_lens)
-    assert {c.dtype for c in cases} >= {torch.float32, torch.float16}
+    from pagedkv_edu.viz.kernel_view import split_ranges
+
+    hidden = grader.HIDDEN_CASES
+    assert len(hidden) >= 20 and len({c.seed for c in hidden}) == len(hidden)
+    assert hidden == grader.seeded(len(hidden), grader._HIDDEN_SEED, grader._draw_case), "seeded: the same every run"
+    assert {c.block_size for c in hidden} & {3, 5, 6, 7, 12}, "block sizes that are not powers of two"
+    edges = {"1": lambda c: 1, "B - 1": lambda c: c.block_size - 1, "B": lambda c: c.block_size,
+             "B + 1": lambda c: c.block_size + 1, "TILE_N": lambda c: c.tile_n, "TILE_N + 1": lambda c: c.tile_n + 1}
+    for name, edge in edges.items():
+        assert any(edge(c) in c.seq_lens for c in hidden if edge(c) > 0), f"no hidden sequence of length {name}"
+    assert {c.num_heads // c.num_kv_heads for c in hidden} == {1, 2, 3, 4}
+    assert {c.dtype for c in hidden} == {torch.float32, torch.float16, torch.bfloat16}
+    assert len({c.num_splits for c in hidden}) >= 4
+    empty = [(c.name, n) for c in hidden for n in c.seq_lens
+             if any(start == end for start, end in split_ranges(n, c.num_splits, c.tile_n))]
+    assert empty, "more splits than tiles somewhere: an empty split"
+    assert any(c.head_dim & (c.head_dim - 1) for c in hidden), "a head_dim that needs padding"
+
+
+def test_try_returns_every_split_and_its_reference():
+    r = grader.try_paged_decode_kernel(solution.paged_decode_kernel, solution.merge_splits_kernel, case=2)
+    assert r["problems"] == [] and r["part"].shape == r["expected_part"].shape == (3, 8, 3, 8)
+    assert torch.allclose(r["part"].double(), r["expected_part"], atol=2e-5)
+    assert torch.equal(r["lse"][0, :, 1:].isneginf(), torch.ones(8, 2, dtype=torch.bool)), "two empty splits: -inf"
+    with pytest.raises(NotImplementedError, match="stub"):
+        grader.try_paged_decode_kernel(stub, solution.merge_splits_kernel)
 
 
 def test_the_file_chapter_5_imports(tmp_path: Path, capsys):
@@ -283,22 +386,25 @@ def test_tiles_visited_counts_each_split():
     assert grader.tiles_visited([1], 4, 8) == [1]
 
 
+@pytest.mark.parametrize("splits", [1, 3], ids=["one split", "3 splits: the merge runs"])
 @pytest.mark.parametrize("use_reader", [True, False], ids=["chapter-4 kernel", "book kernel"])
-def test_decode_backend_runs_decode_steps_and_counts_tiles(use_reader):
+def test_decode_backend_runs_decode_steps_and_counts_tiles(use_reader, splits):
     from pagedkv_edu.attention import kernel_name, paged_attention
     from pagedkv_edu.attention.reference import paged_attention_float64
     from pagedkv_edu.model.paged_batch import random_paged_step
 
     pair = (solution.paged_decode_kernel, solution.merge_splits_kernel) if use_reader else (None, None)
-    backend = grader.decode_backend(*pair, tile_n=8, name="mine")
+    backend = grader.decode_backend(*pair, tile_n=8, num_splits=splits, name="mine")
     assert kernel_name([1, 1], backend) == "custom:mine"
     for seq_lens, query_lens in (([33, 9], [1, 1]), ([12, 9], [12, 1])):   # a decode step, then a prefill
         step = random_paged_step(seq_lens, query_lens, 5, 6, 2, 8, torch.float32, seed=4)
         args = step.args()
         got = paged_attention(*args, backend=backend)
         torch.testing.assert_close(got.double(), paged_attention_float64(*args), atol=2e-5, rtol=2e-5)
-    assert backend.tiles.launches == 1 and backend.tiles.max_tiles_per_program == 5   # 33 positions, tiles of 8
+    # 33 positions in tiles of 8: 5 tiles in one program, or splits of 16 positions (2 + 2 + 1 tiles)
+    assert backend.tiles.launches == 1 and backend.tiles.max_tiles_per_program == {1: 5, 3: 2}[splits]
     assert backend.tiles.tile_iterations == (5 + 2) * 2   # two KV heads
+    assert backend.tiles.merge_launches == (splits > 1)
 
 
 class _RaisesUnsupportedDtype:

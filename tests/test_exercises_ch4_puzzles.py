@@ -148,7 +148,7 @@ RIGHT = [(grader.check_pad_copy, solution.pad_copy), (grader.check_pad_copy, pad
          (grader.check_scores, solution.scores), (grader.check_scores, scores_sum_style)]
 WRONG = [(grader.check_pad_copy, pad_copy_no_mask, "other=0.0"), (grader.check_pad_copy, pad_copy_no_other, "other=0.0"),
          (grader.check_pad_copy, pad_copy_no_pid, "pid * BLOCK"), (grader.check_pad_copy, pad_copy_masked_store, "store"),
-         (grader.check_gather_rows, gather_unmasked_index, "mask the index load"),
+         (grader.check_gather_rows, gather_unmasked_index, "idx, entry 5 (past n = 5): mask the index load"),
          (grader.check_gather_rows, gather_unmasked_store, "mask the store"),
          (grader.check_gather_rows, gather_no_index, "expected src row"),
          (grader.check_row_stats, stats_other_zero, "other=-float('inf')"),

@@ -176,6 +176,9 @@ def slots_no_mask(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
 def test_tile_slots_rejects_an_unmasked_table_load(capsys):
     ok, out = _verdict(grader.check_tile_slots, slots_no_mask, capsys)
     assert not ok and "the slots are right, but a load" in out and "mask=mask_n" in out, out
+    # Sequence 0 of that case holds 5 tokens in blocks of 5: tile 0 reads entry 1, the first past its one block,
+    # and the message counts from the row's start (it once said "entry 0", counting from the padding's start).
+    assert "sequence 0's block-table row, entry 1," in out, out
 
 
 @pytest.mark.parametrize("good", [solution.tile_slots, slots_divmod_style], ids=["solution", "divmod style"])
@@ -457,3 +460,51 @@ def test_try_helpers_return_one_case():
     assert r["problems"] == [] and torch.allclose(r["out"], r["expected"], atol=1e-5)
     with pytest.raises(NotImplementedError, match="stub"):
         grader.try_tile_slots(stub)
+
+
+# --- the watch: stores and loads outside the tensors a kernel was given ------------------------------------
+
+@triton.jit
+def _store_row(out_ptr, offset, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offset + offs, offs.to(tl.float32))
+
+
+@triton.jit
+def _load_row(x_ptr, out_ptr, offset, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offset + offs))
+
+
+def _guarded_rows(name: str = "out") -> grader.Guarded:
+    """A [2, 4] tensor inside a [2, 6] NaN buffer: columns 4 and 5 of each row are its padding."""
+    buffer = torch.full((2, 6), float("nan"))
+    return grader.Guarded(name, buffer, buffer[:, :4], ("row", "column"), writable=True,
+                          advice={"column": "mask the columns"})
+
+
+def test_a_store_into_a_tensors_padding_is_refused_before_it_writes():
+    out = _guarded_rows()
+    error = grader._launch(lambda: _store_row[(1,)](out.view, 0, N=8), guarded=(out,))
+    assert error is not None and error.startswith("the store at line") and "test_exercises_ch4_triton.py" in error
+    assert "`tl.store(out_ptr + offset + offs, offs.to(tl.float32))`" in error, error
+    assert "out[row 0, column 4 (past the last, 3)]" in error and "mask the columns" in error, error
+    assert bool(torch.isnan(out.buffer).all()), "nothing may be written, not even the lanes inside the tensor"
+
+
+def test_a_store_far_outside_every_tensor_is_refused_instead_of_crashing():
+    """An unwatched interpreter would write 40 MB past the tensor: into the process's memory, or a segfault."""
+    out = _guarded_rows()
+    error = grader._launch(lambda: _store_row[(1,)](out.view, 10_000_000, N=4), guarded=(out,))
+    assert error is not None and "would write memory outside out" in error and "Nothing was written" in error, error
+
+
+def test_a_load_outside_every_tensor_is_refused_and_padding_reads_are_named():
+    x, out = _guarded_rows("x"), _guarded_rows()
+    x.view.copy_(torch.arange(8.0).view(2, 4))
+    error = grader._launch(lambda: _load_row[(1,)](x.view, out.view, 10_000_000, N=4), guarded=(x, out))
+    assert error is not None and "the load at line" in error and "outside every tensor" in error, error
+    reads: list[grader.Read] = []
+    assert grader._launch(lambda: _load_row[(1,)](x.view, out.view, 2, N=4), reads, guarded=(x, out)) is None
+    assert [str(r) for r in reads] == ["x[row 0, column 4 (past the last, 3)]"]
+    assert reads[0].region is x and reads[0].advice == "mask the columns"

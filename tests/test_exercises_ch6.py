@@ -1,8 +1,13 @@
-"""The chapter 6 graders (the admission test and the scheduling policy) accept right answers in any style and reject wrong ones."""
+"""The chapter 6 graders (the admission test and the scheduling policy) accept right answers in any style and reject wrong ones.
+
+A policy saved as a file (the chapter's ``my_engine/scheduler.py``) is marked passed when it passes, and
+only then does the engine run it: on SmolLM2, to the shipped engine's tokens and steps.
+"""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +18,10 @@ from pagedkv_edu.core.request import Request, SamplingParams
 from pagedkv_edu.core.scheduler import SchedulerState, schedule
 from pagedkv_edu.engine.engine import LLMEngine
 from pagedkv_edu.engine.runner import StandInRunner
-from pagedkv_edu.exercises import ch6
+from pagedkv_edu.exercises import ch6, my_engine
 from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch6 as sol6
+from pagedkv_edu.model.loading import load_model
 
 
 # --- can_admit ------------------------------------------------------------------------------------
@@ -357,3 +363,93 @@ def test_a_passing_policy_is_a_drop_in_for_the_engine() -> None:
     shipped = _serve(None)
     assert shipped[2] >= 2 and len(shipped[0]) == 6                 # memory ran short: the workload preempts
     assert _serve(_schedule_indexed) == shipped
+
+
+# --- your scheduler as a file: graded, marked passed, and run by the engine on SmolLM2 -------------
+SMOLLM2_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a time,", "Water boils at",
+                   "The sky is blue because")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return load_model("smollm2-135m")
+
+
+def _serve_smollm2(loaded, policy) -> tuple[list[list[int]], list[tuple], int]:
+    """Five greedy prompts in ten blocks of 4 (the chapter's run): tokens, every step's decisions, preemptions."""
+    engine = LLMEngine(loaded.model, loaded.tokenizer, schedule=policy, kv_budget_tokens=40, block_size=4,
+                       stop_token_ids=loaded.stop_token_ids)
+    for text in SMOLLM2_PROMPTS:
+        engine.add_request(loaded.tokenizer(text)["input_ids"], SamplingParams(max_tokens=6))
+    tokens, steps = {}, []
+    while engine.has_unfinished:
+        for out in engine.step():
+            tokens[out.request_id] = out.completions[0].token_ids
+        step = engine.last_step
+        steps.append(([(s.seq.seq_id, s.num_new_tokens, s.new_block_ids) for s in step.scheduled],
+                      [s.seq_id for s in step.preempted], [s.seq_id for s in step.admitted]))
+    return [tokens[i] for i in range(len(SMOLLM2_PROMPTS))], steps, engine.scheduler.num_preemptions
+
+
+def _scheduler_choice(parts: my_engine.Parts) -> my_engine.Choice:
+    return next(c for c in parts.card.choices if c.part.name == "scheduler")
+
+
+def test_a_passing_file_is_marked_and_serves_smollm2_as_the_shipped_policy_does(
+        tmp_path: Path, smollm2, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / my_engine.PARTS["scheduler"].path().name
+    path.write_text(sol6.scheduler_file())
+    assert my_engine.load_parts(tmp_path, quiet=True).card.yours == []          # written, not graded yet
+    assert ch6.check_schedule(path) is True
+    assert f"{path} is marked passed" in capsys.readouterr().out
+    assert my_engine.why_not_passed(path, "6") is None
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    assert parts.card.yours == ["scheduler"] and parts.schedule is not schedule   # the file's own function
+    assert parts.schedule.__module__.startswith("reader_")
+
+    yours, shipped = _serve_smollm2(smollm2, parts.schedule), _serve_smollm2(smollm2, None)
+    assert yours == shipped and shipped[2] >= 1                      # same tokens, same steps; memory ran short
+    for text, tokens in zip(SMOLLM2_PROMPTS, yours[0]):              # and transformers' greedy decoding agrees
+        ids = torch.tensor([smollm2.tokenizer(text)["input_ids"]], device=smollm2.hf_model.device)
+        assert smollm2.hf_model.generate(ids, max_new_tokens=6, do_sample=False)[0, ids.shape[1]:].tolist() == tokens
+
+    path.write_text(path.read_text() + "\n# an edit after passing\n")
+    choice = _scheduler_choice(my_engine.load_parts(tmp_path, quiet=True))
+    assert not choice.yours and choice.value is schedule and "changed since it passed chapter 6" in choice.why
+
+
+def test_a_file_that_failed_is_not_used(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = sol6.scheduler_file()
+    assert source.count("state.running[-1]") == 1
+    path = tmp_path / "scheduler.py"
+    path.write_text(source.replace("state.running[-1]", "state.running[0]"))   # preempts the oldest
+    assert ch6.check_schedule(path) is False
+    assert "preempt the newest running sequence" in capsys.readouterr().out
+    assert not path.with_name("scheduler.py.passed").exists()
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    assert parts.schedule is schedule and parts.card.yours == []
+    assert "has not passed chapter 6's grader yet" in _scheduler_choice(parts).why
+
+
+def test_the_file_grader_names_what_is_wrong_with_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scheduler.py"
+    assert ch6.check_schedule(path) is False
+    assert "does not exist: run the %%writefile cell above" in capsys.readouterr().out
+    for text, message in (("def schedule(state:\n", "raised SyntaxError"),
+                          ("import no_such_module\n", "raised ModuleNotFoundError"),
+                          ("def schedul(state):\n    return {}\n", "defines no function schedule(state)"),
+                          ("from pagedkv_edu.core.scheduler import schedule\n", "instead of defining its own")):
+        path.write_text(text)
+        assert ch6.check_schedule(path) is False
+        out = capsys.readouterr().out
+        assert out.startswith("✗ schedule（排程器的一步）: failed") and message in out, out
+        assert not path.with_name("scheduler.py.passed").exists()
+    path.write_text("def schedule(state):\n    raise NotImplementedError  # YOUR CODE HERE\n")   # the stub
+    assert ch6.check_schedule(path) is False
+    assert capsys.readouterr().out.startswith("○ schedule（排程器的一步）: not solved yet")
+    assert not path.with_name("scheduler.py.passed").exists()
+    path.write_text(sol6.scheduler_file())
+    rows = ch6.try_schedule(path, 0)
+    assert rows and not any(r["problem"] for r in rows)
+    with pytest.raises(ValueError, match="does not exist"):
+        ch6.try_schedule(tmp_path / "missing.py")

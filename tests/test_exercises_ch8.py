@@ -1,7 +1,16 @@
 """Chapter 8's graders (hash chain, checked lookup, free-queue order) accept right answers in any style and
-reject the usual wrong ones, hidden cases included; the solutions agree with the package."""
+reject the usual wrong ones, hidden cases included; the solutions agree with the package; saved as the reader's
+``my_engine/prefix_cache.py`` they are the engine's prefix cache, with the shipped cache's hits, and a broken
+function inside the engine is stopped by name."""
 
 from __future__ import annotations
+
+import random
+import shutil
+import types
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -9,9 +18,16 @@ import torch
 
 from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.core.block_pool import BlockPool
-from pagedkv_edu.core.request import Request
-from pagedkv_edu.exercises import ch8
+from pagedkv_edu.core.prefix_cache import PrefixCache
+from pagedkv_edu.core.request import Request, SamplingParams
+from pagedkv_edu.engine.engine import LLMEngine
+from pagedkv_edu.engine.guards import PartError
+from pagedkv_edu.exercises import ch8, my_engine
+from pagedkv_edu.exercises.ch8_cache import FUNCTIONS, ReaderBlockPool, ReaderFunctions, ReaderPrefixCache
 from pagedkv_edu.exercises.solutions import ch8 as sol
+from pagedkv_edu.model.loading import load_model
+from pagedkv_edu.sim.simulate import SimResult, simulate
+from pagedkv_edu.workload import MAX_SEQ_LEN, copilot50
 
 
 def _ref(case: ch8.LookupCase) -> list[int]:
@@ -386,3 +402,193 @@ def test_free_queue_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert ch8.check_free_queue(not_yet, not_yet) is False
     out = capsys.readouterr().out
     assert out.startswith("○ free queue order (空閒佇列的順序): not solved yet") and "expected" not in out
+
+
+# --- the three as the engine's prefix cache (my_engine/prefix_cache.py) ---------------------------------
+CONSULTANTS = copilot50(seed=0)
+
+
+def _consultants(block_manager: Any = BlockManager) -> SimResult:
+    """The chapter's 50-consultant run (section 2) with prefix caching, the memory built by ``block_manager``."""
+    return simulate(CONSULTANTS, "paged", 10 * MAX_SEQ_LEN, max_seq_len=MAX_SEQ_LEN, enable_prefix_caching=True,
+                    block_manager=block_manager)
+
+
+@pytest.fixture(scope="module")
+def shipped_consultants() -> SimResult:
+    return _consultants()
+
+
+def _saved(tmp_path: Path, source: str = "") -> Path:
+    """The solutions saved as a reader's ``prefix_cache.py``, with ``source`` appended (a redefinition wins)."""
+    path = tmp_path / "prefix_cache.py"
+    shutil.copy(sol.__file__, path)
+    path.write_text(path.read_text() + source)
+    return path
+
+
+def _functions(**broken: Any) -> ReaderFunctions:
+    """The solutions as the engine's prefix cache, with the functions in ``broken`` replaced."""
+    module = types.SimpleNamespace(**{name: getattr(sol, name) for name in FUNCTIONS + ("touch",)})
+    module.__dict__.update(broken)
+    return ReaderFunctions.of(module, "your prefix cache (test)")
+
+
+def test_the_solutions_saved_as_the_readers_file_pass_and_run_as_the_engines_prefix_cache(
+        tmp_path: Path, shipped_consultants: SimResult, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _saved(tmp_path)
+    assert ch8.check_prefix_cache(path) is True
+    out = capsys.readouterr().out
+    assert out.count("✓") == 4 and "load_parts() now runs it" in out and my_engine.why_not_passed(path, "8") is None
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    assert "prefix_cache" in parts.card.yours and parts.prefix_cache is not None
+    memory = parts.memory(64, 16, MAX_SEQ_LEN, enable_prefix_caching=True)
+    assert isinstance(memory.prefix_cache, ReaderPrefixCache) and isinstance(memory.pool, ReaderBlockPool)
+    mine = _consultants(parts.memory)
+    assert mine.tokens == shipped_consultants.tokens and mine.tokens.prefix_hit_tokens == 49 * 192   # token for token
+    assert mine.evictions == shipped_consultants.evictions > 0 and mine.preemptions == shipped_consultants.preemptions
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random").model
+
+
+def test_the_composed_cache_serves_a_model_as_the_shipped_one(tiny) -> None:
+    rng = random.Random(8)
+    vocab = tiny.config.vocab_size
+    system = [rng.randrange(100, vocab) for _ in range(9)]    # two full blocks of 4 and a token: shared
+    prompts = [system + [rng.randrange(100, vocab) for _ in range(rng.randint(2, 7))] for _ in range(8)]
+    settings = dict(kv_budget_tokens=96, block_size=4, max_seq_len=64, watermark=0.0, max_num_batched_tokens=24)
+
+    def serve(engine: LLMEngine) -> dict[int, list[int]]:
+        for prompt in prompts:
+            engine.add_request(prompt, SamplingParams(max_tokens=8, ignore_eos=True))
+        out = {}
+        while engine.has_unfinished:
+            for o in engine.step():
+                out[o.request_id] = o.token_ids
+        return out
+
+    shipped = LLMEngine(tiny, enable_prefix_caching=True, **settings)
+    mine = LLMEngine(tiny, memory=_functions().memory(24, 4, 64, enable_prefix_caching=True), **settings)
+    assert serve(mine) == serve(shipped)
+    assert mine.scheduler.counts == shipped.scheduler.counts and shipped.scheduler.counts.prefix_hit_tokens >= 7 * 8
+    assert mine.scheduler.num_preemptions == shipped.scheduler.num_preemptions > 0
+    assert mine.memory.prefix_cache.num_evictions == shipped.memory.prefix_cache.num_evictions > 0
+    assert isinstance(shipped.memory.prefix_cache, PrefixCache)
+
+
+APPEND_BOTH = """
+
+def free_blocks(free_queue, ref_counts, blocks, cached):
+    \"\"\"The older vLLM order: every freed block joins the back, cached or not.\"\"\"
+    for block in blocks:
+        ref_counts[block] -= 1
+        if ref_counts[block] == 0:
+            free_queue.append(block)
+"""
+
+
+def test_a_wrong_free_order_changes_the_evictions_and_the_grader_catches_it(
+        tmp_path: Path, shipped_consultants: SimResult, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _saved(tmp_path, APPEND_BOTH)
+    assert ch8.check_prefix_cache(path) is False
+    out = capsys.readouterr().out
+    assert "✗ free queue order (空閒佇列的順序): failed" in out and "the older vLLM order" in out
+    assert "has not passed chapter 8's grader" in my_engine.why_not_passed(path, "8")
+    assert my_engine.load_parts(tmp_path, quiet=True).prefix_cache is None             # the shipped cache runs
+    appended = _consultants(ReaderFunctions.of(my_engine.load_file(path)).memory)      # run anyway: not malformed
+    assert appended.tokens.prefix_hit_tokens == shipped_consultants.tokens.prefix_hit_tokens
+    assert appended.evictions > shipped_consultants.evictions        # uncached tails in line behind cached blocks
+
+
+def _lookup_names_a_free_block(token_ids, block_size, hash_fn, table, holds):
+    return [0] if len(token_ids) > block_size else []     # block 0, whatever it holds now
+
+
+def _lookup_reversed(token_ids, block_size, hash_fn, table, holds):
+    return sol.cached_prefix_blocks(token_ids, block_size, hash_fn, table, holds)[::-1]
+
+
+def _lookup_writes_the_table(token_ids, block_size, hash_fn, table, holds):
+    table.clear()
+    return []
+
+
+def _free_keeps_the_cached(free_queue, ref_counts, blocks, cached):
+    sol.free_blocks(free_queue, ref_counts, blocks, cached)
+    free_queue[:] = [b for b in free_queue if b not in cached]
+
+
+@pytest.mark.parametrize("broken, message", [
+    (dict(cached_prefix_blocks=_lookup_names_a_free_block),
+     r"cached_prefix_blocks\(\[.* \(\d+ tokens\), 3, hash_fn, table, holds\): returned \[0\]: block 0 is free and "
+     r"caches nothing"),
+    (dict(cached_prefix_blocks=_lookup_reversed),
+     r"cached_prefix_blocks\(.*\): returned \[.*\]: block \d+ holds tokens .*, not block 0 of this prompt .*: its "
+     r"K/V are another prefix's"),
+    (dict(cached_prefix_blocks=_lookup_writes_the_table),
+     r"cached_prefix_blocks\(.*\) raised AttributeError: 'mappingproxy' object has no attribute 'clear', at "
+     r"`table.clear\(\)`"),
+    (dict(block_hashes=_chain_partial_too),
+     r"block_hashes\(\[.* \((\d+) tokens\), 3, hash_fn\): returned \d+ hashes; \1 tokens fill \d+ blocks of 3"),
+    (dict(block_hashes=_chain_no_parent),
+     r"block_hashes\(.*\): hash 1 is [0-9a-f]{12}\.\.\., but the engine's chain, which its blocks are registered "
+     r"under, has [0-9a-f]{12}\.\.\."),
+    (dict(free_blocks=_free_keeps_the_cached),
+     r"free_blocks\(.*\): the free queue is .*: free blocks \[.*\] are missing \(never handed out again\)"),
+    (dict(free_blocks=_ignores_refs),
+     r"free_blocks\(.*\): block \d+'s reference count is 0, expected \d+ \(it was \d+; a release drops one "
+     r"reference"),
+    (dict(touch=_touch_keeps_in_queue),
+     r"touch\(free_queue=.*, block=(\d+)\): the free queue is .*: blocks \[\1\] are in use"),
+])
+def test_a_broken_function_inside_the_engine_is_stopped_naming_the_call_and_the_value(broken: dict,
+                                                                                       message: str) -> None:
+    with pytest.raises(PartError, match=r"^your prefix cache \(test\): " + message):
+        simulate(copilot50(seed=0, length_scale=1 / 16), enable_prefix_caching=True,
+                 block_manager=_functions(**broken).memory, **ch8.ENGINE_RUN)
+
+
+def _colliding(parent: bytes, tokens) -> bytes:
+    """The engine's hash contract with 61 values: blocks of the consultants collide all the time."""
+    return bytes([(sum(parent) + sum(tokens)) % 61])
+
+
+def test_under_a_colliding_hash_the_checked_lookup_finds_what_the_shipped_cache_does_and_no_check_is_stopped() -> None:
+    requests = copilot50(seed=0, length_scale=1 / 16)
+    shipped, mine = (simulate(requests, enable_prefix_caching=True, block_manager=partial(factory, hash_fn=_colliding),
+                              **ch8.ENGINE_RUN) for factory in (BlockManager, _functions().memory))
+    assert mine.tokens == shipped.tokens and mine.evictions == shipped.evictions
+    sha256 = simulate(requests, enable_prefix_caching=True, **ch8.ENGINE_RUN)
+    assert 0 < shipped.tokens.prefix_hit_tokens < sha256.tokens.prefix_hit_tokens        # collisions cost hits
+    with pytest.raises(PartError, match=r"cached_prefix_blocks\(.*\): returned \[.*\]: block \d+ holds tokens .*, not "
+                                        r"block \d+ of this prompt .*: its K/V are another prefix's"):
+        simulate(requests, enable_prefix_caching=True, **ch8.ENGINE_RUN,
+                 block_manager=partial(_functions(cached_prefix_blocks=_no_check).memory, hash_fn=_colliding))
+
+
+def test_a_lookup_that_leaves_no_token_to_compute_is_stopped() -> None:
+    memory = _functions(cached_prefix_blocks=_no_cap).memory(8, 4, enable_prefix_caching=True)
+    again = Request("again", list(range(200, 208)))
+    memory.admit(Request("first", list(range(200, 208))), 8)     # two full blocks, both cached
+    assert memory.lookup(Request("one more", list(range(200, 209)))).num_tokens == 8
+    with pytest.raises(PartError, match=r"returned 2 blocks, 8 of 8 tokens: the last token must be left to compute"):
+        memory.lookup(again)
+
+
+def test_a_file_that_is_still_the_stub_or_lacks_a_function_is_not_passed(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "prefix_cache.py"
+    path.write_text("def block_hashes(token_ids, block_size, hash_fn):\n    raise NotImplementedError\n\n"
+                    "def free_blocks(free_queue, ref_counts, blocks, cached):\n    raise NotImplementedError\n\n"
+                    "def cached_prefix_blocks(token_ids, block_size, hash_fn, table, holds):\n"
+                    "    raise NotImplementedError\n")
+    assert ch8.check_prefix_cache(path) is False
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all(line.startswith("○ ") and " not solved yet (" in line for line in lines)
+    path.write_text("def block_hashes(token_ids, block_size, hash_fn):\n    return []\n")
+    assert ch8.check_prefix_cache(path) is False
+    assert "it defines no cached_prefix_blocks, free_blocks" in capsys.readouterr().out
+    assert not path.with_name("prefix_cache.py.passed").exists()

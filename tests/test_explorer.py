@@ -10,6 +10,7 @@ from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.core.block_pool import BlockPool
 from pagedkv_edu.core.block_table import BlockTable
 from pagedkv_edu.core.request import Request
+from pagedkv_edu.engine.guards import CheckedMemory, PartError
 from pagedkv_edu.viz.explorer_state import ExplorerState
 from pagedkv_edu.viz.render import (FREE_COLOUR, OTHER_COLOUR, Picture, manager_svg, pool_svg, render_svg,
                                     request_colour)
@@ -213,6 +214,31 @@ def test_event_log_is_bounded() -> None:
     assert len(state.events) == 5 and all(e.startswith("✗") for e in state.events)
     with pytest.raises(ValueError, match="log_size"):
         ExplorerState(4, 4, log_size=0)
+
+
+def test_the_explorer_runs_a_readers_block_manager_checked() -> None:
+    """Chapter 2 passes the reader's class: built over the explorer's pool (free_order's, or a rebuilt one), checked."""
+    from pagedkv_edu.exercises.solutions.block_manager import BlockManager as Readers
+    from pagedkv_edu.viz.explorer import BlockExplorer
+
+    state = ExplorerState(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER, block_manager=Readers)
+    assert isinstance(state.manager, CheckedMemory) and type(state.manager.memory) is Readers
+    state.add_request(7)
+    assert state.decode_step() and state.decode_step()
+    assert table(state, 0).block_ids == [7, 1, 3] and "r0 took block 3" in state.message
+    assert state.finish(0) and state.manager.pool.free_ids()[-3:] == [3, 1, 7]
+    assert state.set_block_size(8) and type(state.manager.memory) is Readers    # the rebuilt pool: the same factory
+    assert type(BlockExplorer(8, 4, block_manager=Readers, fork=False).state.manager.memory) is Readers
+    assert type(ExplorerState(8, 4).manager) is BlockManager                     # the package's runs unwrapped
+
+    class Leaks(Readers):
+        def release(self, seq: Request) -> list[int]:
+            return self.held[seq][::-1]
+
+    state = ExplorerState(8, 4, block_manager=Leaks)
+    state.add_request(3)
+    with pytest.raises(PartError, match=r"^your block manager: release\(0\): the sequence still holds blocks"):
+        state.finish(0)
 
 
 def test_constructor_rejects_bad_sizes() -> None:

@@ -11,14 +11,16 @@ import pytest
 from pagedkv_edu.core.block_manager import BlockManager, ManagerBase
 from pagedkv_edu.core.block_pool import BlockPool
 from pagedkv_edu.core.block_table import blocks_needed
-from pagedkv_edu.core.prefix_cache import NO_HIT, PrefixHit
-from pagedkv_edu.core.request import Request, SamplingParams
+from pagedkv_edu.core.prefix_cache import NO_HIT, PrefixCache, PrefixHit
+from pagedkv_edu.core.request import SamplingParams
 from pagedkv_edu.core.scheduler import schedule
 from pagedkv_edu.engine.engine import LLMEngine
 from pagedkv_edu.engine.guards import CheckedMemory, PartError
 from pagedkv_edu.engine.runner import StandInRunner
 from pagedkv_edu.exercises import my_engine
+from pagedkv_edu.exercises.ch8_cache import ReaderBlockPool, ReaderPrefixCache
 from pagedkv_edu.exercises.solutions import block_manager as solution
+from pagedkv_edu.exercises.solutions import ch8 as prefix_solution
 
 SOLUTION = Path(solution.__file__)
 
@@ -128,3 +130,40 @@ def test_a_broken_part_stops_the_engine_with_a_message(broken: type, message: st
     memory = CheckedMemory(broken(BlockPool(12, 4), 64), "your block manager (test)")
     with pytest.raises(PartError, match=r"^your block manager \(test\): " + message):
         serve(memory)
+
+
+# --- chapter 8's prefix cache: a part that is a module of three functions -------------------------------
+PREFIX_SOLUTION = Path(prefix_solution.__file__)
+
+
+def test_without_a_prefix_cache_file_the_shipped_cache_runs_and_says_why(tmp_path: Path) -> None:
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    choice = parts.card.choices[-1]
+    assert choice.part.name == "prefix_cache" and not choice.yours and choice.value is PrefixCache
+    assert "prefix_cache.py does not exist (chapter 8 writes it)" in choice.why and parts.prefix_cache is None
+    assert isinstance(parts.memory(8, 4, enable_prefix_caching=True).prefix_cache, PrefixCache)
+
+
+def test_a_passed_prefix_cache_file_is_the_engines_cache_until_it_changes(tmp_path: Path) -> None:
+    path = tmp_path / "prefix_cache.py"
+    shutil.copy(PREFIX_SOLUTION, path)
+    assert my_engine.load_parts(tmp_path, quiet=True).prefix_cache is None                 # written, not passed
+    my_engine.mark_passed(path)
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    assert parts.card.yours == ["prefix_cache"] and parts.card.choices[-1].why.endswith("passed chapter 8")
+    cached = parts.memory(8, 4, 32, enable_prefix_caching=True, watermark_blocks=1)
+    assert isinstance(cached.prefix_cache, ReaderPrefixCache) and isinstance(cached.pool, ReaderBlockPool)
+    assert cached.max_seq_len == 32 and cached.watermark_blocks == 1 and str(path) in cached.prefix_cache.functions.part
+    plain = parts.memory(8, 4)                                 # no prefix caching asked: the shipped manager as it is
+    assert plain.prefix_cache is None and type(plain.pool) is BlockPool
+    path.write_text(path.read_text() + "\n# an edit after passing\n")
+    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[-1]
+    assert not choice.yours and "changed since it passed chapter 8" in choice.why
+
+
+def test_a_passed_prefix_cache_file_without_a_function_falls_back_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "prefix_cache.py"
+    path.write_text("def block_hashes(token_ids, block_size, hash_fn):\n    return []\n")
+    my_engine.mark_passed(path)
+    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[-1]
+    assert not choice.yours and choice.why.endswith("defines no cached_prefix_blocks, free_blocks")

@@ -1,16 +1,34 @@
-"""Graders for chapter 2 (block pool and block tables): the slot mapping, and appending one token.
+"""Graders for chapter 2 (block pool and block tables): the slot mapping, appending one token, the block manager.
 
 A wrong slot is explained by the block it lands in (out of range, or another sequence's); when
 the wrong slots are what another block size or the power-of-two bit tricks give, it says that.
+The block manager is a file (``my_engine/block_manager.py``) graded call by call against the
+package's manager: the same answers, tables, free queue and reference counts after every call,
+on the text's walk-throughs and then on seeded random calls (a hypothesis state machine). When it
+passes it is marked passed, and the engine runs it (:mod:`~pagedkv_edu.exercises.my_engine`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import traceback
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short, span
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+
+from ..core.block_manager import BlockManager, ManagerBase
+from ..core.block_pool import BlockPool, OutOfBlocksError
+from ..core.request import Request, SamplingParams
+from . import report
+
+from .grading import Raised, Reader, as_int, as_int_list, describe_exception, grade, seeded, short, span
+from .my_engine import PARTS, load_file, mark_passed
 from .solutions import ch2 as reference
 
 MAX_SHOWN = 6   # diff rows printed per failing case
@@ -276,3 +294,623 @@ def check_append_token(fn: Callable[[list[int], int, int, list[int]], int]) -> b
     """Grade ``fn(block_table, num_tokens, block_size, free_blocks) -> slot``, called once per
     new token; it must update the table and the free list in place."""
     return grade("append_token（附加一個 token）", fn, APPEND_CASES, HIDDEN_APPEND_CASES, _run_append_token)
+
+
+# --- the block manager (your turn 3): a file, graded call by call against the package's -------------
+
+MANAGER_NAME = "BlockManager（區塊管理器）"
+MANAGER_FILE = PARTS["block_manager"].path()
+"""Where chapter 2 saves the reader's block manager, relative to the notebooks (git ignores it)."""
+
+MAX_OUTPUT = 4096    # the records' max_tokens: a manager never reads it, the grader never reaches it
+EARLIER_SHOWN = 6    # earlier calls printed above a failing one
+
+
+@dataclass(frozen=True)
+class Op:
+    """One call the grader makes as the scheduler would: admit a sequence's first ``tokens``, grow it, release it.
+
+    ``prompt`` is the prompt length of a record the call creates (the first admit of ``seq``).
+    """
+
+    kind: str
+    seq: str
+    tokens: int = 0
+    prompt: int = 0
+
+    def text(self) -> str:
+        return f"{self.kind}({self.seq!r})" if self.kind == "release" else f"{self.kind}({self.seq!r}, {self.tokens})"
+
+
+def admit(seq: str, tokens: int, prompt: int = 0) -> Op:
+    return Op("admit", seq, tokens, prompt)
+
+
+def grow(seq: str, tokens: int) -> Op:
+    return Op("grow", seq, tokens)
+
+
+def release(seq: str) -> Op:
+    return Op("release", seq)
+
+
+@dataclass(frozen=True)
+class ManagerCase:
+    """A pool (``num_blocks`` of ``block_size``, free queue ``free_order``, the rest held elsewhere) and the calls."""
+
+    name: str
+    num_blocks: int
+    block_size: int
+    free_order: tuple[int, ...]
+    ops: tuple[Op, ...] = ()
+    watermark_blocks: int = 0
+
+    def pool(self) -> BlockPool:
+        return BlockPool.from_free_order(self.num_blocks, self.block_size, list(self.free_order))
+
+    def describe(self) -> str:
+        held = self.num_blocks - len(self.free_order)
+        text = f"a pool of {self.num_blocks} blocks of {self.block_size}, free queue {short(list(self.free_order), 70)}"
+        text += f" ({held} held elsewhere)" if held else ""
+        return text + (f", watermark {self.watermark_blocks} blocks" if self.watermark_blocks else "")
+
+
+MANAGER_CASES: tuple[ManagerCase, ...] = (
+    ManagerCase("the block-table article: a 7-token prompt at block size 4, the 8th and 9th tokens, then release",
+                8, 4, (7, 1, 3, 0, 2, 4, 5, 6), (admit("a", 7, 7), grow("a", 1), grow("a", 1), release("a"))),
+    ManagerCase("the paged-KV-cache article: 41 tokens at block size 16, then 8 more (the 49th takes a block), "
+                "then release", 16, 16, (7, 3, 12, 0, 14),
+                (admit("a", 41, 41), grow("a", 1), grow("a", 6), grow("a", 1), release("a"))),
+    ManagerCase("a short pool: what does not fit is refused (None) and nothing changes; a prompt admitted in chunks",
+                5, 4, (4, 0, 3, 1, 2),
+                (admit("a", 9, 9), admit("b", 12, 12), grow("a", 4), admit("b", 4), grow("a", 4), grow("b", 4),
+                 release("a"), grow("b", 4), grow("b", 4), release("b"))),
+    ManagerCase("the watermark: an admission leaves 2 blocks free while any sequence holds memory; growing may "
+                "use them", 6, 4, tuple(range(6)),
+                (admit("a", 20, 20), admit("b", 8, 8), grow("a", 4), release("a"), admit("b", 8), admit("c", 8, 8),
+                 admit("d", 1, 1), grow("b", 1), release("b"), release("c"), admit("d", 1)), watermark_blocks=2),
+)
+
+# The hidden runs: a hypothesis state machine, derandomized (the same calls in every run, a few seconds).
+MANAGER_BLOCK_SIZES = (3, 5, 6, 12, 1, 16)
+HIDDEN_RUNS = 120
+HIDDEN_STEPS = 30
+
+
+@dataclass
+class MemoryState:
+    """What a manager holds: each table by sequence id, the pool's free queue (front first), every reference count."""
+
+    tables: dict[Hashable, list[int]]
+    free_queue: list[int]
+    ref_counts: list[int]
+
+
+class BrokenState(Exception):
+    """The reader's manager's state cannot be read as the base class reads it; the message says why."""
+
+
+def read_state(manager: ManagerBase) -> MemoryState:
+    """A copy of what ``manager`` holds, read as the base class reads it (a reader's ``held`` may not allow it)."""
+    try:
+        tables = {seq.seq_id: [int(b) for b in ids] for seq, ids in manager.held.items()}
+    except AttributeError as exc:
+        raise BrokenState("self.held must map each sequence's record (the Request, not its id) to its block ids: the "
+                          f"base class's questions read it that way ({exc})") from exc
+    except (TypeError, ValueError) as exc:
+        raise BrokenState(f"self.held must map each record to a list of block ids; it holds {short(manager.held)}"
+                          ) from exc
+    return MemoryState(tables, manager.pool.free_ids(), list(manager.pool.ref_counts))
+
+
+@dataclass
+class Step:
+    """One call made on both managers: the state before, each one's answer (yours may be what it raised) and state."""
+
+    op: Op
+    tokens_before: int
+    counts_before: dict[Hashable, int]   # every record's num_computed_tokens before the call
+    before: MemoryState
+    expected: list[int] | None
+    expected_state: MemoryState
+    yours: Any = None
+    your_state: MemoryState | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+class ManagerPair:
+    """The reader's manager and the package's over equal pools, driven with the same calls on the same records.
+
+    The grader plays the scheduler: it appends output tokens before growing for them and advances
+    each record's ``num_computed_tokens`` after both managers granted; a released record goes back
+    to waiting with its count at 0, as a preempted one does. A manager only reads the records.
+    """
+
+    def __init__(self, cls: type, case: ManagerCase, reader_file: str | Path | None = None) -> None:
+        self.case = case
+        self.reader_file = None if reader_file is None else str(Path(reader_file).resolve())
+        self.expected = BlockManager.over(case.pool())
+        self.expected.watermark_blocks = case.watermark_blocks
+        self.yours = cls(case.pool(), None, watermark_blocks=case.watermark_blocks)
+        self.records: dict[str, Request] = {}
+        self.steps: list[Step] = []
+
+    def record(self, op: Op) -> Request:
+        if op.seq not in self.records:
+            self.records[op.seq] = Request(op.seq, None, SamplingParams(max_tokens=MAX_OUTPUT),
+                                           num_prompt_tokens=op.prompt)
+        return self.records[op.seq]
+
+    def do(self, op: Op) -> Step:
+        """Make ``op`` on both managers and compare: the step, with its problems (none when they agree)."""
+        seq = self.record(op)
+        if op.kind == "grow":          # the step's new tokens are on the record before the memory is asked
+            seq.output_token_ids += [0] * max(0, seq.num_computed_tokens + op.tokens - seq.num_tokens)
+        args = (seq,) if op.kind == "release" else (seq, op.tokens)
+        counts = {s.seq_id: s.num_computed_tokens for s in self.records.values()}
+        before = read_state(self.expected)
+        step = Step(op, seq.num_computed_tokens, counts, before, None, before)
+        step.expected = getattr(self.expected, op.kind)(*args)
+        step.expected_state = read_state(self.expected)
+        self.steps.append(step)
+        try:
+            before_yours = read_state(self.yours)
+        except BrokenState as exc:      # only a constructor of the reader's can leave it so
+            step.problems = [str(exc)]
+            return step
+        counted, outputs = (seq.num_computed_tokens, seq.num_tokens), list(seq.output_token_ids)
+        try:
+            step.yours = getattr(self.yours, op.kind)(*args)
+        except Exception as exc:   # noqa: BLE001 (the reader's code may raise anything: a failure, named)
+            step.yours = exc
+        try:
+            step.your_state = read_state(self.yours)
+        except BrokenState as exc:
+            step.problems = [str(exc)]
+            return step
+        if (seq.num_computed_tokens, seq.num_tokens) != counted:   # a manager reads the record, never writes it
+            step.problems = [f"your {op.kind} changed the record: num_computed_tokens {counted[0]} -> "
+                             f"{seq.num_computed_tokens}, tokens {counted[1]} -> {seq.num_tokens}. A manager only "
+                             f"reads the record; the scheduler advances the count after a grant"]
+            seq.num_computed_tokens, seq.output_token_ids[:] = counted[0], outputs
+            return step
+        step.problems = self.compare(step, before_yours)
+        if not step.problems:
+            self.advance(step)
+        return step
+
+    def advance(self, step: Step) -> None:
+        """Play the scheduler after a call, by the package's answer: count the tokens granted; a released record
+        waits again with its count at 0 (its K/V would be recomputed)."""
+        seq = self.records[step.op.seq]
+        if step.op.kind == "release":
+            seq.num_computed_tokens = 0
+        elif step.expected is not None:
+            seq.num_computed_tokens += step.op.tokens
+
+    # --- what differs, and why -----------------------------------------------------------------
+    def compare(self, step: Step, before_yours: MemoryState) -> list[str]:
+        op, yours = step.op, step.yours
+        if isinstance(yours, NotImplementedError):
+            return [f"{op.kind} is not written yet (it raises NotImplementedError)"]
+        if isinstance(yours, BaseException):
+            return [f"{op.text()} {self.describe(yours)}"] + self.raised_hint(yours)
+        answer, problem = (None, "") if yours is None else as_int_list(yours, "block id")
+        if answer is None and yours is not None:
+            what = "its whole table" if op.kind == "admit" else "the ids it added" if op.kind == "grow" else "the ids"
+            return [f"{op.text()} returned {short(yours)}: {problem}; it returns {what}"
+                    + ("" if op.kind == "release" else " (a list of block ids), or None")]
+        mine, theirs = step.your_state, step.expected_state
+        assert mine is not None
+        lines = []
+        if answer != step.expected:
+            lines.append(f"returned: yours {short(yours, 70)}, expected {step.expected}")
+        if mine.tables != theirs.tables:
+            lines.append(f"tables: yours {tables_text(mine.tables)}, expected {tables_text(theirs.tables)}")
+        if mine.free_queue != theirs.free_queue:
+            lines.append(f"free queue: yours {short(mine.free_queue, 70)}, expected {short(theirs.free_queue, 70)}")
+        refs = [f"block {b}: yours {m}, expected {t}" for b, (m, t) in enumerate(zip(mine.ref_counts,
+                                                                                    theirs.ref_counts)) if m != t]
+        if refs:
+            lines.append("reference counts: " + clip(", ".join(refs), 120))
+        if not lines:
+            return []
+        hint = self.hint(step, answer, before_yours)
+        return lines + ([f"hint: {hint}"] if hint else [])
+
+    def hint(self, step: Step, answer: list[int] | None, before_yours: MemoryState) -> str | None:
+        """The cause, when the difference is one of the known mistakes; else None (the diff speaks)."""
+        op, size, mine = step.op, self.case.block_size, step.your_state
+        assert mine is not None
+        free, watermark = len(step.before.free_queue), self.case.watermark_blocks
+        end = (0 if op.kind == "admit" else step.tokens_before) + op.tokens
+        old = step.before.tables.get(op.seq, [])
+        need = -(-end // size) - len(old)
+        if op.kind == "release":
+            released = step.expected or []
+            if len(released) > 1 and (answer == released[::-1]
+                                       or mine.free_queue == step.before.free_queue + released[::-1]):
+                return ("the blocks went back first block first. Release the last block first: in chapter 8's "
+                        "prefix cache the blocks freed first are evicted first, so a sequence's end goes before "
+                        "its beginning, which other sequences are likelier to share")
+            if op.seq in mine.tables:
+                freed = [b for b in mine.tables[op.seq] if mine.ref_counts[b] == 0]
+                if freed:
+                    return (f"blocks {freed} are back in the free queue but still in {op.seq!r}'s table: a block "
+                            f"freed while a table still names it is handed to the next sequence while this one can "
+                            f"still write it. A release removes the table too")
+                return f"{op.seq!r} still holds its table: a release gives back every block and removes the table"
+        if answer is None and mine != before_yours:
+            return ("it returned None but changed the memory. A refusal changes nothing: count the blocks the call "
+                    "needs, compare with pool.num_free (and the watermark), and only then take blocks")
+        waits = op.kind == "admit" and watermark and need <= free < need + watermark
+        if answer is None and step.expected is not None:
+            if waits and not step.before.tables:
+                return (f"nothing holds memory, so the watermark does not apply: it keeps {watermark} blocks free "
+                        f"for the running sequences to grow into, and there are none")
+            if op.kind == "grow" and watermark and need <= free < need + watermark:
+                return ("the watermark applies to admissions only: a running sequence may grow into the blocks it "
+                        "keeps free (that is what they are for)")
+            if need <= 0:
+                return (f"{end} tokens fit in the {plural(len(old), 'block')} {op.seq!r} holds (ceil({end} / {size}) "
+                        f"= {-(-end // size)}): there is nothing to take, so nothing to refuse")
+            return f"{op.text()} needs {need} new blocks of {size} for {end} tokens, and {free} are free: it fits"
+        if answer is not None and step.expected is None:
+            if waits:
+                return (f"the watermark: while any sequence holds memory an admission leaves {watermark} blocks "
+                        f"free (room for the running to grow); {need} + {watermark} > {free} free")
+            if need > free:
+                return f"{op.text()} needs {need} new blocks of {size} for {end} tokens, but only {free} are free"
+        table = mine.tables.get(op.seq)
+        if answer is not None and step.expected is not None and table is not None and len(table) != -(-end // size):
+            return self.count_hint(step, end, len(table), old)
+        if op.kind == "grow" and answer == table and answer != step.expected:
+            return f"grow returns only the ids the table gained (here {step.expected}), not the whole table"
+        new = [b for b in (answer or []) if b not in old] if op.kind != "release" else []
+        if new and new == step.before.free_queue[len(step.before.free_queue) - len(new):]:
+            return "these blocks came from the back of the free queue: blocks are taken from its front"
+        return None
+
+    def count_hint(self, step: Step, end: int, got: int, old: list[int]) -> str:
+        """Why a granted table has ``got`` blocks for ``end`` tokens: a rounding slip, or a grow taking one always."""
+        op, size = step.op, self.case.block_size
+        want = -(-end // size)
+        if op.kind == "grow" and got == len(old) + 1 and want == len(old) and takes_a_block_always(type(self.yours)):
+            room = len(old) * size - step.tokens_before
+            return (f"grow took a block for {plural(op.tokens, 'token')} that fit in the last block's "
+                    f"{plural(room, 'free slot')} (it takes one on every call, whatever the tokens): a grow takes "
+                    f"blocks only for the tokens past the table's last slot")
+        if got == want + 1 and end % size == 0:
+            return (f"{end} tokens fill exactly {want} blocks of {size}: the last block is full, not partly filled. "
+                    f"`tokens // block_size + 1` counts one block too many; t tokens need ceil(t / block_size)")
+        if got == want - 1 and end % size:
+            return (f"{end} tokens need ceil({end} / {size}) = {want} blocks: the {plural(end % size, 'token')} in "
+                    f"the last, partly filled block still {'needs' if end % size == 1 else 'need'} a whole block "
+                    f"(`tokens // block_size` rounds {'it' if end % size == 1 else 'them'} away)")
+        return f"{end} tokens at block size {size} need ceil({end} / {size}) = {want} blocks; the table has {got}"
+
+    def raised_hint(self, exc: BaseException) -> list[str]:
+        text = str(exc)
+        if isinstance(exc, ValueError) and ("double free" in text or "more times than it is referenced" in text):
+            return ["hint: a block was freed twice: a release drops each of its blocks' references once "
+                    "(pool.free_all(ids), or pool.free(id) once per block)"]
+        if isinstance(exc, OutOfBlocksError):
+            return ["hint: it asked the pool for more blocks than are free: count first, and return None, taking "
+                    "nothing, when they do not fit"]
+        return []
+
+    def describe(self, exc: BaseException) -> str:
+        """``raised ValueError: ..., at `line``` with the reader's own line (the pool's raise is not the cause)."""
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.reader_file]
+        if frames and frames[-1].line:
+            return f"raised {type(exc).__name__}: {exc}, at `{frames[-1].line.strip()}`"
+        return describe_exception(exc)
+
+    def report(self, step: Step, where: str) -> list[str]:
+        """The lines that explain a failing step: the case, the calls before, the state, the difference."""
+        earlier = [f"{s.op.text()} -> {s.expected}" for s in self.steps[:-1]]
+        lines = [f"{where}:", f"  {self.case.describe()}"]
+        if earlier:
+            cut = earlier[-EARLIER_SHOWN:]
+            lines.append("  earlier calls (both agreed): " + ("..., " if len(cut) < len(earlier) else "")
+                         + "; ".join(cut))
+        lines.append(f"  before: tables {tables_text(step.before.tables, step.counts_before)}, free queue "
+                     f"{short(step.before.free_queue, 70)}")
+        lines.append(f"  call: {step.op.text()}" + self.call_detail(step))
+        return lines + ["    " + p for p in step.problems]
+
+    def call_detail(self, step: Step) -> str:
+        op = step.op
+        if op.kind == "admit":
+            return f" (a sequence of {self.records[op.seq].num_tokens} tokens, holding none)"
+        if op.kind == "grow":
+            return f" ({op.seq!r} holds {step.tokens_before} tokens; room for {step.tokens_before + op.tokens})"
+        return ""
+
+
+def tables_text(tables: dict[Hashable, list[int]], counts: dict[Hashable, int] | None = None) -> str:
+    """``{'a': [7, 1] (8 tokens)}``: the tables by sequence id, with each one's token count when given."""
+    if not tables:
+        return "{} (none)"
+    parts = [f"{seq!r}: {ids}" + (f" ({counts[seq]} tokens)" if counts and seq in counts else "")
+             for seq, ids in tables.items()]
+    return clip("{" + ", ".join(parts) + "}", 160)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def takes_a_block_always(cls: type) -> bool:
+    """Does ``cls``'s grow take a block where the last one has room (5 tokens at block size 4, grown by 1)?"""
+    try:
+        probe = cls(BlockPool(8, 4), None)
+        seq = Request("probe", None, SamplingParams(max_tokens=MAX_OUTPUT), num_prompt_tokens=5)
+        if probe.admit(seq, 5) is None:
+            return False
+        seq.num_computed_tokens = 5
+        seq.output_token_ids.append(0)
+        return bool(probe.grow(seq, 1))
+    except Exception:   # noqa: BLE001 (a probe of the reader's code: any failure confirms nothing)
+        return False
+
+
+# --- loading the reader's file ---------------------------------------------------------------------------
+
+class NotLoaded(Exception):
+    """The reader's file gives no BlockManager to grade; the message says why. ``stub``: it is not written yet."""
+
+    def __init__(self, message: str, *, stub: bool = False) -> None:
+        super().__init__(message)
+        self.stub = stub
+
+
+def load_manager_class(path: str | Path) -> type:
+    """The ``BlockManager`` class of the reader's file, checked to be built on :class:`ManagerBase`."""
+    path = Path(path)
+    if not path.exists():
+        raise NotLoaded(f"{path} does not exist: run the %%writefile cell above", stub=True)
+    try:
+        module = load_file(path)
+    except Exception as exc:   # noqa: BLE001 (a reader's file can raise anything on import)
+        raise NotLoaded(f"importing {path} {describe_exception(exc)}") from exc
+    cls = getattr(module, "BlockManager", None)
+    if not (isinstance(cls, type) and issubclass(cls, ManagerBase)):
+        found = ("defines no BlockManager" if cls is None else "defines a BlockManager that is not a class built on "
+                 "ManagerBase" if isinstance(cls, type) else f"defines BlockManager as {short(cls)}, not a class")
+        raise NotLoaded(f"{path} {found}: write `class BlockManager(ManagerBase):` (ManagerBase keeps the tables "
+                        f"and answers the questions; your class makes the decisions)")
+    missing = [m for m in ("admit", "grow", "release") if not callable(getattr(cls, m, None))]
+    if missing:
+        raise NotLoaded(f"your BlockManager has no {', '.join(missing)}: the scheduler calls admit, grow and release")
+    return cls
+
+
+class Mismatch(Exception):
+    """The first difference between the two managers; carries the report's lines (raised inside the state machine)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def build_pair(cls: type, case: ManagerCase, path: Path, where: str) -> ManagerPair:
+    """Both managers over the case's pool; a reader's constructor that fails is a :class:`Mismatch`, named."""
+    try:
+        return ManagerPair(cls, case, path)
+    except Exception as exc:   # noqa: BLE001 (the reader's constructor)
+        raise Mismatch([f"{where}: BlockManager(pool, None, watermark_blocks={case.watermark_blocks}) "
+                        f"{describe_exception(exc)} (ManagerBase's constructor takes these: keep it)"]) from exc
+
+
+def run_case(cls: type, case: ManagerCase, path: Path, where: str) -> list[str]:
+    """The lines explaining the case's first difference, or [] when every call agrees."""
+    try:
+        pair = build_pair(cls, case, path, where)
+    except Mismatch as exc:
+        return exc.lines
+    for op in case.ops:
+        step = pair.do(op)
+        if step.problems:
+            return pair.report(step, where)
+    return []
+
+
+def hidden_machine(cls: type, path: Path) -> type[RuleBasedStateMachine]:
+    """A state machine that drives ``cls`` and the package's manager with the same random calls."""
+
+    runs = [0]
+
+    def edges(tokens: int, size: int, limit: int) -> st.SearchStrategy[int]:
+        """Token counts from ``tokens`` that end at a block's edge (fill the last block, one past it, a block more)
+        or anywhere, up to ``limit``."""
+        room = -tokens % size
+        near = sorted({n for n in (1, room, room + 1, room + size, size, size + 1) if 1 <= n <= limit})
+        return st.one_of(st.sampled_from(near), st.integers(1, limit))
+
+    class Machine(RuleBasedStateMachine):
+        pair: ManagerPair
+
+        @initialize(size=st.sampled_from(MANAGER_BLOCK_SIZES), num_blocks=st.integers(1, 20),
+                    held_elsewhere=st.integers(0, 3), seed=st.integers(0, 2**16),
+                    watermark=st.sampled_from((0, 0, 1, 2)))
+        def build(self, size: int, num_blocks: int, held_elsewhere: int, seed: int, watermark: int) -> None:
+            """A pool whose free queue is a seeded shuffle; up to 3 blocks held by requests outside the run."""
+            runs[0] += 1
+            order = random.Random(seed).sample(range(num_blocks), num_blocks)
+            case = ManagerCase(f"hidden case {runs[0]}", num_blocks, size,
+                               tuple(order[:max(1, num_blocks - held_elsewhere)]), watermark_blocks=watermark)
+            self.pair = build_pair(cls, case, path, case.name)
+            self.next_id = 0
+
+        @property
+        def capacity(self) -> int:
+            return self.pair.case.num_blocks * self.pair.case.block_size
+
+        def live(self) -> list[Request]:
+            return self.pair.expected.sequences
+
+        def waiting(self) -> list[Request]:
+            return [s for s in self.pair.records.values() if s not in self.pair.expected]
+
+        def do(self, op: Op) -> None:
+            step = self.pair.do(op)
+            if step.problems:
+                raise Mismatch(self.pair.report(step, f"{self.pair.case.name} (seeded random calls), call "
+                                                      f"{len(self.pair.steps)}"))
+
+        @rule(data=st.data())
+        def admit_one(self, data: st.DataObject) -> None:
+            """A waiting record again (released: its count back at 0), or a new one; all of it or a chunk."""
+            size = self.pair.case.block_size
+            waiting = [s for s in self.waiting() if s.num_tokens <= self.capacity]
+            if waiting and data.draw(st.booleans()):
+                seq = data.draw(st.sampled_from(waiting))
+                whole = seq.num_tokens
+                self.do(admit(seq.seq_id, data.draw(st.one_of(st.just(whole), edges(0, size, whole)))))
+                return
+            prompt = data.draw(st.one_of(edges(0, size, min(self.capacity, 2 * size)), edges(0, size, self.capacity)))
+            chunk = data.draw(st.one_of(st.just(prompt), edges(0, size, prompt)))
+            name = f"s{self.next_id}"
+            self.next_id += 1
+            self.do(admit(name, chunk, prompt))
+
+        @precondition(lambda self: any(s.num_computed_tokens < self.capacity for s in self.live()))
+        @rule(data=st.data())
+        def grow_one(self, data: st.DataObject) -> None:
+            seq = data.draw(st.sampled_from([s for s in self.live() if s.num_computed_tokens < self.capacity]))
+            limit = self.capacity - seq.num_computed_tokens
+            tokens = data.draw(st.one_of(st.just(1), edges(seq.num_computed_tokens, self.pair.case.block_size, limit)))
+            self.do(grow(seq.seq_id, tokens))
+
+        @precondition(lambda self: bool(self.live()))
+        @rule(data=st.data())
+        def release_one(self, data: st.DataObject) -> None:
+            self.do(release(data.draw(st.sampled_from(self.live())).seq_id))
+
+    return Machine
+
+
+HIDDEN_SETTINGS = settings(max_examples=HIDDEN_RUNS, stateful_step_count=HIDDEN_STEPS, derandomize=True,
+                           database=None, deadline=None, phases=(Phase.generate,), report_multiple_bugs=False,
+                           suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, print_blob=False)
+
+
+def _first_mismatch(exc: BaseException) -> Mismatch | None:
+    if isinstance(exc, Mismatch):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):   # hypothesis wraps a flaky failure in a group
+        found = _first_mismatch(inner)
+        if found is not None:
+            return found
+    return None
+
+
+@contextmanager
+def without_local_constants() -> Iterator[None]:
+    """Hypothesis runs with no integers taken from the constants of the loaded modules.
+
+    Hypothesis (6.131 and later) now and then draws a number written in a "local" module, one
+    outside site-packages: the reader's file, this package when installed editable, whatever the
+    notebook imported. The hidden calls would then depend on what else the process has loaded
+    (and a cache of them would be written into the notebooks' folder). Without them a derandomized
+    run makes the same calls in every process. Older versions have no such constants: nothing to do.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:
+        yield
+        return
+    local = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if local is None or cache is None:
+        yield
+        return
+    providers._get_local_constants = Constants   # an empty set of constants
+    cache.cache.clear()                          # allowed constants cached from other runs hold the local ones
+    try:
+        yield
+    finally:
+        providers._get_local_constants = local
+        cache.cache.clear()
+
+
+def run_hidden(cls: type, path: Path) -> list[str]:
+    """The hidden runs: the lines explaining the first difference, or [] when every call agreed."""
+    try:
+        with without_local_constants():
+            run_state_machine_as_test(hidden_machine(cls, path), settings=HIDDEN_SETTINGS)
+    except Exception as exc:   # noqa: BLE001 (a Mismatch, or the reader's code failing the run some other way)
+        found = _first_mismatch(exc)
+        if found is None:
+            raise
+        return found.lines
+    return []
+
+
+def check_block_manager(path: str | Path = MANAGER_FILE) -> bool:
+    """Grade the ``BlockManager`` in ``path`` against the package's: the text's cases, then seeded random calls.
+
+    Every call is made on both managers with the same records; after each one the answer, every
+    table, the free queue and the reference counts must be the package's. When it passes, the file
+    is marked passed (its hash, beside it), and :func:`~pagedkv_edu.exercises.my_engine.load_parts`
+    gives the engine your manager from then on, as long as the file is unchanged.
+    """
+    path = Path(path)
+    try:
+        cls = load_manager_class(path)
+    except NotLoaded as exc:
+        return report(MANAGER_NAME, [], not_solved=str(exc)) if exc.stub else report(MANAGER_NAME, [str(exc)])
+    if is_stub(cls):
+        return report(MANAGER_NAME, [], not_solved="admit is not written yet: it raises NotImplementedError")
+    failing = [(case, lines) for case in MANAGER_CASES if (lines := run_case(cls, case, path, case.name))]
+    if failing:
+        (_, lines), also = failing[0], [f'"{case.name}"' for case, _ in failing[1:]]
+        return report(MANAGER_NAME, lines + ([f"also wrong: {', '.join(also)}"] if also else []))
+    hidden = run_hidden(cls, path)
+    if hidden:
+        return report(MANAGER_NAME, hidden)
+    mark_passed(path)
+    report(MANAGER_NAME, [], shown=len(MANAGER_CASES), hidden=HIDDEN_RUNS)
+    print(f"  {path} is marked passed: load_parts() now gives the engine your BlockManager (until you change the file)")
+    return True
+
+
+def is_stub(cls: type) -> bool:
+    """Is ``cls`` the notebook's stub: does its admit raise NotImplementedError on the first case's first call?"""
+    case = MANAGER_CASES[0]
+    try:
+        manager = cls(case.pool(), None)
+        manager.admit(Request("a", None, SamplingParams(max_tokens=MAX_OUTPUT), num_prompt_tokens=7), 7)
+    except NotImplementedError:
+        return True
+    except Exception:   # noqa: BLE001 (any other failure is graded, with its message)
+        return False
+    return False
+
+
+def try_block_manager(path: str | Path = MANAGER_FILE, case: int | str = 0) -> dict[str, Any]:
+    """Run one shown case (by index or name) on your manager and the package's; nothing is graded or printed.
+
+    Returns the case and, for each call, its inputs, your answer (or what your code raised) and the
+    expected one, with both managers' tables and free queues after it. The records advance as the
+    package's manager answered.
+    """
+    chosen = MANAGER_CASES[case] if isinstance(case, int) else next(c for c in MANAGER_CASES if c.name == case)
+    pair = ManagerPair(load_manager_class(path), chosen, path)
+    calls = []
+    for op in chosen.ops:
+        step = pair.do(op)
+        if step.problems:          # the managers differ: the records go on as the package's answered
+            pair.advance(step)
+        mine = step.your_state
+        calls.append(dict(call=op.text(), tokens_before=step.tokens_before, yours=step.yours, expected=step.expected,
+                          your_tables=None if mine is None else mine.tables, expected_tables=step.expected_state.tables,
+                          your_free_queue=None if mine is None else mine.free_queue,
+                          expected_free_queue=step.expected_state.free_queue))
+    return dict(case=chosen.name, pool=chosen.describe(), calls=calls)

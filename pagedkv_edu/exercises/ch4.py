@@ -267,7 +267,7 @@ def _run_gather(kernel: object, case: Case) -> list[str]:
     n = len(p["idx"])
     item = idx.element_size()
     reads: list[str] = []
-    forbidden = (Forbidden(idx.data_ptr() + n * item, idx.data_ptr() + idx.numel() * item, "idx", item),)
+    forbidden = (Forbidden(idx.data_ptr() + n * item, idx.data_ptr() + idx.numel() * item, "idx", item, idx.data_ptr()),)
     error = _launch(lambda: kernel[(-(-n // p["block"]),)](src, idx, out, n, D=p["dim"], BLOCK_N=p["block"]),
                     reads, forbidden)
     _capture(src=src[:p["rows"]].cpu(), idx=list(p["idx"]), out=out[:n].cpu(), expected=expected)

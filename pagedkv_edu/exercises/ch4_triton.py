@@ -2,16 +2,21 @@
 
 Each ``check_*`` launches the piece inside a small harness kernel on named, then seeded hidden
 cases, with outputs and unwritten cache slots poisoned with NaN; :func:`watched_loads` makes the
-interpreter's two blind spots visible. Chapter 4's "How the graders work" explains them.
+interpreter's blind spots visible, and :func:`refused_stores` stops a store outside its tensors
+before it writes. Chapter 4's "How the graders work" explains them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import linecache
 import math
 import random
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,11 +42,17 @@ def _dot_floor() -> int:
     return 16 if runtime.BACKEND == "cuda" else 1
 
 
-def _root_message(exc: BaseException) -> str:
-    """The reader's own error, unwrapped from the interpreter's InterpreterError layers."""
+def _root(exc: BaseException) -> BaseException:
+    """The innermost cause: the reader's own error (or the watch's), under the interpreter's wrappers."""
     seen = exc
     while seen.__cause__ is not None and seen.__cause__ is not seen:
         seen = seen.__cause__
+    return seen
+
+
+def _root_message(exc: BaseException) -> str:
+    """The reader's own error, unwrapped from the interpreter's InterpreterError layers."""
+    seen = _root(exc)
     text = str(seen)
     while text.startswith("InterpreterError("):
         text = text[len("InterpreterError("):-1].strip("'\"")
@@ -50,46 +61,175 @@ def _root_message(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Forbidden:
-    """Addresses ``[start, end)`` that no unmasked lane may load (``what`` names them in a failure)."""
+    """Addresses ``[start, end)`` that no unmasked lane may load (``what`` names them in a failure).
+
+    ``origin`` is the address of entry 0 of what ``what`` names (a block-table row's start), so a
+    failure counts entries as the kernel indexes them; None counts from ``start``.
+    """
 
     start: int
     end: int
     what: str
     item_bytes: int = 4
+    origin: int | None = None
+
+    def entry(self, address: int) -> int:
+        return (address - (self.start if self.origin is None else self.origin)) // self.item_bytes
 
 
-@contextlib.contextmanager
-def watched_loads(forbidden: tuple[Forbidden, ...] = ()) -> Iterator[list[str]]:
-    """While grading in the interpreter, make two load bugs visible that it would otherwise hide.
+@dataclass(frozen=True, eq=False)
+class Guarded:
+    """A tensor a kernel is given, as the leading corner (``buffer[:a, :b, ...]``) of a larger NaN buffer.
 
-    * A masked ``tl.load`` without ``other=`` reads NaN in its masked lanes (floats only). The
-      interpreter fills them with 0, so a kernel that multiplies them in would pass here; on a
-      GPU those lanes hold whatever the registers held, and ``0 x NaN`` poisons a sum.
-    * A lane that is not masked and reads an address in ``forbidden`` (a block table's entries
-      past the sequence's last block) is recorded in the yielded list, as "what, entry i".
-
-    On a GPU the kernel is compiled and nothing is patched: the list stays empty.
+    An access to the buffer outside the tensor (its padding) is named by its coordinates in ``dims``,
+    so "head 6 (past the last, 5)" says which mask is missing. Loads of the padding are recorded
+    (:func:`watched_loads`); stores outside a ``writable`` tensor are refused (:func:`refused_stores`).
     """
-    seen: list[str] = []
+
+    name: str
+    buffer: torch.Tensor   # contiguous
+    view: torch.Tensor
+    dims: tuple[str, ...]
+    writable: bool = False
+    advice: dict[str, str] = field(default_factory=dict)   # a dim's name: what to mask when a lane is past it
+
+    @cached_property
+    def _valid(self) -> np.ndarray:
+        """One flag per item of the buffer: is it an element of the view?"""
+        flags = torch.zeros(self.buffer.numel(), dtype=torch.bool)
+        flags.as_strided(self.view.shape, self.view.stride(),
+                         self.view.storage_offset() - self.buffer.storage_offset()).fill_(True)
+        return flags.numpy()
+
+    def lanes(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each address: (inside the buffer, an element of the view)."""
+        item = self.buffer.element_size()
+        offset = addresses.astype(np.int64) - self.buffer.data_ptr()
+        inside = (offset >= 0) & (offset < self.buffer.numel() * item)
+        element = inside & (offset % item == 0)
+        element[element] = self._valid[offset[element] // item]
+        return inside, element
+
+    def describe(self, address: int) -> tuple[str, str]:
+        """An address of the buffer by its coordinates, ``q[sequence 2, head 6 (past the last, 5), column 0]``,
+        and the advice for the first dimension it is past (empty when there is none)."""
+        index = (address - self.buffer.data_ptr()) // self.buffer.element_size()
+        coords = [int(c) for c in np.unravel_index(index, tuple(self.buffer.shape))]
+        past = [dim for dim, c, size in zip(self.dims, coords, self.view.shape) if c >= size]
+        named = [f"{dim} {c}" + (f" (past the last, {size - 1})" if c >= size else "")
+                 for dim, c, size in zip(self.dims, coords, self.view.shape)]
+        return f"{self.name}[{', '.join(named)}]", self.advice.get(past[0], "") if past else ""
+
+    def fill_padding(self, value: float) -> None:
+        """Set every item of the buffer outside the tensor to ``value`` (a confirming re-run's zeros)."""
+        padding = torch.from_numpy(~self._valid).to(self.buffer.device)
+        self.buffer.view(-1)[padding] = value
+
+
+@dataclass(frozen=True, eq=False)
+class Read:
+    """A watched load: the region it touched (a :class:`Forbidden` or a :class:`Guarded`) and its name."""
+
+    region: Forbidden | Guarded
+    text: str
+    advice: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class OutOfBounds(Exception):
+    """A load or store was about to touch memory outside every tensor the kernel was given.
+
+    Raised before the access: the interpreter reads and writes raw addresses, so a store past a
+    tensor corrupts the Python process (it has crashed it, with no message) instead of failing a case.
+    """
+
+
+def _kernel_line() -> str:
+    """The kernel line the interpreter is executing: ``line 57 of paged_decode.py (`tl.store(...)`)``."""
+    from triton.runtime import interpreter
+    codes = {getattr(fn, "__code__", None) for fn in interpreter.InterpretedFunction.rewritten_fn.values()}
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code not in codes:
+        frame = frame.f_back
+    if frame is None:
+        return "a line of the kernel"
+    source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"line {frame.f_lineno} of {Path(frame.f_code.co_filename).name} (`{source}`)"
+
+
+def _storages(tensors: tuple[torch.Tensor, ...]) -> list[tuple[int, int]]:
+    """The ``[start, end)`` addresses of each tensor's whole allocation."""
+    return [(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
+            for t in tensors]
+
+
+def _outside(addresses: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    inside = np.zeros(addresses.shape, dtype=bool)
+    signed = addresses.astype(np.int64)
+    for start, end in ranges:
+        inside |= (signed >= start) & (signed < end)
+    return ~inside
+
+
+def _interpreter_builder() -> object | None:
+    """The interpreter's builder, whose load and store a watch patches; None when compiled."""
+    if runtime.BACKEND == "cuda":
+        return None
     try:
         from triton.runtime import interpreter
         builder = interpreter.interpreter_builder
-        original = type(builder).create_masked_load
-    except (ImportError, AttributeError):   # compiled (or an interpreter without this hook): nothing to watch
+    except (ImportError, AttributeError):   # compiled, or an interpreter without a builder: nothing to watch
+        return None
+    hooks = ("create_masked_load", "create_masked_store")
+    return builder if all(hasattr(type(builder), hook) for hook in hooks) else None
+
+
+@contextlib.contextmanager
+def watched_loads(forbidden: tuple[Forbidden, ...] = (), guarded: tuple[Guarded, ...] = (),
+                  inside: tuple[torch.Tensor, ...] = (), *, poison: bool = True) -> Iterator[list[Read]]:
+    """While grading in the interpreter, make load bugs visible that it would otherwise hide.
+
+    * A masked ``tl.load`` without ``other=`` reads NaN in its masked lanes (floats only; ``poison``).
+      The interpreter fills them with 0, so a kernel that multiplies them in would pass here; on a
+      GPU those lanes hold whatever the registers held, and ``0 x NaN`` poisons a sum.
+    * A lane that is not masked and reads an address in ``forbidden`` (a block table's entries
+      past the sequence's last block) or in a ``guarded`` tensor's padding (q's rows past the last
+      query head) is recorded in the yielded list, named by its entry or coordinates.
+    * With ``inside`` (the kernel's other tensors), a load any of whose unmasked lanes falls outside
+      all of them and the guarded buffers raises :class:`OutOfBounds` before it reads.
+
+    On a GPU the kernel is compiled and nothing is patched: the list stays empty.
+    """
+    seen: list[Read] = []
+    builder = _interpreter_builder()
+    if builder is None:
         yield seen
         return
-    if runtime.BACKEND == "cuda":
-        yield seen
-        return
+    from triton.runtime import interpreter
+    original = type(builder).create_masked_load
+    allocations = _storages(tuple(g.buffer for g in guarded) + inside) if guarded or inside else []
 
     def load(ptrs, mask, other, cache_policy, is_volatile):  # noqa: ANN001, ANN202  (the interpreter's API)
         lanes = np.broadcast_to(mask.data, ptrs.data.shape)
         for f in forbidden:
             hit = lanes & (ptrs.data >= f.start) & (ptrs.data < f.end)
             if hit.any():
-                seen.append(f"{f.what}, entry {int((ptrs.data[hit].min() - f.start) // f.item_bytes)}")
+                seen.append(Read(f, f"{f.what}, entry {f.entry(int(ptrs.data[hit].min()))}"))
+        for g in guarded:
+            in_buffer, element = g.lanes(ptrs.data)
+            hit = lanes & in_buffer & ~element
+            if hit.any():
+                seen.append(Read(g, *g.describe(int(ptrs.data[hit].min()))))
+        if allocations:
+            stray = lanes & _outside(ptrs.data, allocations)
+            if stray.any():
+                raise OutOfBounds(f"the load at {_kernel_line()} would read outside every tensor the kernel was "
+                                  f"given ({int(stray.sum())} unmasked lane(s)): a stride or an index is off, or a "
+                                  f"mask is missing. Nothing was read")
         element = ptrs.get_element_ty()
-        if other is None and element.is_floating():
+        if poison and other is None and element.is_floating():
             np_type = interpreter._get_np_dtype(element)
             fill = 0x7FC0 if element == tl.bfloat16 else float("nan")   # bf16 is carried as its 16 bits
             other = interpreter.TensorHandle(np.full(ptrs.data.shape, fill, dtype=np_type), element)
@@ -102,22 +242,67 @@ def watched_loads(forbidden: tuple[Forbidden, ...] = ()) -> Iterator[list[str]]:
         del builder.create_masked_load
 
 
-def _launch(run: Callable[[], None], seen: list[str] | None = None,
-            forbidden: tuple[Forbidden, ...] = (), *, watch: bool = True) -> str | None:
+@contextlib.contextmanager
+def refused_stores(writable: tuple[Guarded, ...]) -> Iterator[None]:
+    """While grading in the interpreter, refuse a ``tl.store`` any unmasked lane of which falls outside the
+    ``writable`` tensors: :class:`OutOfBounds` names the store's line and the first such address (by its
+    coordinates in a tensor's padding, else as outside them all) before anything is written.
+
+    The interpreter stores through raw addresses, so without this a store past a tensor writes over
+    whatever lies there: another tensor, or the Python process's own memory. On a GPU nothing is patched.
+    """
+    builder = _interpreter_builder()
+    if builder is None or not writable:
+        yield
+        return
+    original = type(builder).create_masked_store
+    names = ", ".join(g.name for g in writable)
+
+    def store(ptrs, value, mask, cache_policy):  # noqa: ANN001, ANN202  (the interpreter's API)
+        lanes = np.broadcast_to(mask.data, ptrs.data.shape)
+        allowed = np.zeros(ptrs.data.shape, dtype=bool)
+        for g in writable:
+            allowed |= g.lanes(ptrs.data)[1]
+        stray = lanes & ~allowed
+        if stray.any():
+            address = int(ptrs.data[stray].min())
+            padding = [g.describe(address) for g in writable if g.lanes(np.array([address], dtype=np.uint64))[0][0]]
+            where, advice = padding[0] if padding else (f"memory outside {names}", "")
+            raise OutOfBounds(f"the store at {_kernel_line()} would write {where} ({int(stray.sum())} unmasked "
+                              f"lane(s) outside {names}): "
+                              f"{advice or 'mask every lane that is not an element of the tensor it stores to'}. "
+                              f"Nothing was written")
+        return original(builder, ptrs, value, mask, cache_policy)
+
+    builder.create_masked_store = store
+    try:
+        yield
+    finally:
+        del builder.create_masked_store
+
+
+def _launch(run: Callable[[], None], seen: list[Read] | None = None,
+            forbidden: tuple[Forbidden, ...] = (), *, poison: bool = True, guarded: tuple[Guarded, ...] = (),
+            inside: tuple[torch.Tensor, ...] = ()) -> str | None:
     """Run a launch; None when it ran, the error text when it raised; raise NotSolved for a stub.
 
-    With ``watch`` (:func:`watched_loads`), masked lanes loaded without ``other=`` read NaN and
-    loads of ``forbidden`` addresses are appended to ``seen``; without it the interpreter runs
-    unpatched (a hint's second run, to confirm that the poison is the cause).
+    Under :func:`watched_loads`, masked lanes loaded without ``other=`` read NaN (``poison=False``:
+    they read the interpreter's 0, a hint's second run to confirm that the poison is the cause), and
+    loads of ``forbidden`` addresses or of ``guarded`` padding are appended to ``seen``. Under
+    :func:`refused_stores`, a store outside the writable ``guarded`` tensors fails the launch with
+    its message instead of writing.
     """
     try:
-        with watched_loads(forbidden) if watch else contextlib.nullcontext([]) as reads:
+        with watched_loads(forbidden, guarded, inside, poison=poison) as reads, \
+                refused_stores(tuple(g for g in guarded if g.writable)):
             run()
         if seen is not None:
             seen.extend(reads)
     except NotImplementedError as exc:
         raise NotSolved(STUB) from exc
     except Exception as exc:  # the reader's kernel may raise anything; its message is the diff
+        if isinstance(_root(exc), OutOfBounds):
+            return str(_root(exc))
         message = _root_message(exc)
         if "NotImplementedError" in message:
             raise NotSolved(STUB) from exc
@@ -465,7 +650,7 @@ def table_padding(table: torch.Tensor, used: list[int]) -> tuple[Forbidden, ...]
     base = table.data_ptr()
     # Entry 0 is always inside a row, so a clamped index (tl.where(mask_n, index, 0)) may read it.
     regions = [Forbidden(base + i * row + max(n, 1) * item, base + (i + 1) * row,
-                         f"sequence {i}'s block-table row", item) for i, n in enumerate(used)]
+                         f"sequence {i}'s block-table row", item, origin=base + i * row) for i, n in enumerate(used)]
     regions.append(Forbidden(base + len(used) * row, base + table.numel() * item, "a row past the last sequence", item))
     return tuple(regions)
 

@@ -6,7 +6,10 @@ reader's ``schedule(state)`` as the policy of the package's own
 :class:`~pagedkv_edu.core.scheduler.Scheduler` (``Scheduler(memory, ..., schedule=fn)``, what
 ``LLMEngine(..., schedule=fn)`` builds), so a function that passes is a drop-in policy; it compares
 every step with the shipped policy on seeded traces. Hidden traces use block sizes that are not
-powers of two.
+powers of two. Given the path of the reader's file (``my_engine/scheduler.py``, which the chapter's
+``%%writefile`` cell saves), it grades the ``schedule`` that file defines and, when it passes,
+marks the file passed, so that :func:`~pagedkv_edu.exercises.my_engine.load_parts` gives the
+engine exactly that file.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..checks import is_whole
@@ -22,8 +26,10 @@ from ..core.block_manager import BlockManager
 from ..core.prefix_cache import NO_HIT, PrefixHit
 from ..core.request import Request, SamplingParams, Status
 from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
+from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import ArgsCase, NotSolved, Raised, Reader, as_bool, grade, short
+from .grading import ArgsCase, NotSolved, Raised, Reader, as_bool, describe_exception, grade, short
+from .my_engine import load_file, mark_passed
 from .solutions import ch6 as reference
 
 # (name, num_tokens, block_size, num_free_blocks, watermark_blocks, num_running)
@@ -426,8 +432,33 @@ def _run_schedule(fn: Reader, case: SchedCase) -> list[str]:
     return []
 
 
-def check_schedule(fn: Callable[[SchedulerState], Any]) -> bool:
-    """Grade ``fn(state) -> {seq: tokens}`` as the policy of the package's Scheduler, step by step against the shipped one.
+SCHEDULE_NAME = "schedule（排程器的一步）"
+Policy = Callable[[SchedulerState], Any]
+
+
+def _policy_in(path: str | Path) -> tuple[Policy | None, str]:
+    """The ``schedule`` a reader's file defines, or None and why not, in words the grader prints."""
+    path = Path(path)
+    if not path.exists():
+        return None, f"{path} does not exist: run the %%writefile cell above, which saves your policy there"
+    try:
+        module = load_file(path)
+    except Exception as error:   # the reader's file may raise anything as it is imported
+        return None, f"importing {path} {describe_exception(error)}"
+    fn = getattr(module, "schedule", None)
+    if not callable(fn):
+        return None, f"{path} defines no function schedule(state)"
+    if fn is reference.schedule:
+        return None, f"{path} imports the shipped schedule instead of defining its own: write yours there"
+    return fn, ""
+
+
+def check_schedule(policy: Policy | str | Path) -> bool:
+    """Grade ``policy(state) -> {seq: tokens}`` as the package Scheduler's policy, step by step against the shipped one.
+
+    ``policy`` is the function, or the path of the file that defines it (``my_engine/scheduler.py``):
+    a file that passes is marked passed as it is now, and the engine runs it from then on, for as
+    long as the file stays unchanged (:func:`~pagedkv_edu.exercises.my_engine.load_parts`).
 
     The contract, the package's (:mod:`pagedkv_edu.core.scheduler`): ``state.running`` is the
     batch, oldest admission first; ``state.waiting`` a deque, front first. ``state.memory.grow(seq,
@@ -453,22 +484,37 @@ def check_schedule(fn: Callable[[SchedulerState], Any]) -> bool:
     with the step and what it saw; so is one that changes a count itself, frees blocks with
     ``state.memory.release`` instead of preempting, or plans a token count that is not an int.
     """
-    return grade("schedule（排程器的一步）", fn, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule)
+    if not isinstance(policy, (str, Path)):
+        return grade(SCHEDULE_NAME, policy, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule)
+    fn, problem = _policy_in(policy)
+    if fn is None:
+        return report(SCHEDULE_NAME, [problem])
+    if not grade(SCHEDULE_NAME, fn, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule):
+        return False
+    mark_passed(policy)
+    print(f"  {policy} is marked passed: load_parts() gives it to the engine for as long as the file stays as it is")
+    return True
 
 
-def try_schedule(fn: Callable[[SchedulerState], Any], case: str | int = 0) -> list[dict[str, Any]]:
-    """Run ``fn`` on one shown case (by name or index): every step's input, your decisions and the expected ones.
+def try_schedule(policy: Policy | str | Path, case: str | int = 0) -> list[dict[str, Any]]:
+    """Run ``policy`` (a function, or the file that defines it) on one shown case (by name or index): every step's
+    input, your decisions and the expected ones.
 
     Each row has ``step``, ``before`` (what the step saw), ``yours`` and ``expected`` (each a
     :class:`StepView`, with the memory calls in order; ``yours`` is None when the step was
     refused) and ``problem`` (why it was refused, or ""). Stops after the first step that differs.
-    Nothing is graded or printed.
+    Nothing is graded or printed; a file that defines no policy raises ``ValueError`` saying why.
     """
     chosen = SCHEDULE_CASES[case] if isinstance(case, int) else next(
         (c for c in SCHEDULE_CASES if c.name == case), None)
     if chosen is None:
         raise KeyError(f"no shown case {case!r}; the cases are {[c.name for c in SCHEDULE_CASES]}")
-    run, rows = _Run(chosen, Reader(fn)), []
+    if isinstance(policy, (str, Path)):
+        fn, problem = _policy_in(policy)
+        if fn is None:
+            raise ValueError(problem)
+        policy = fn
+    run, rows = _Run(chosen, Reader(policy)), []
     for expected in _reference_run(chosen):
         try:
             got, problem = run.step(expected.step), ""

@@ -1,7 +1,9 @@
 """Graders for chapter 8 (prefix caching): the hash chain, the checked lookup and the free-queue order.
 
 Each runs the chapter's cases, then seeded hidden ones (:mod:`.grading`); the lookup's hidden
-cases are taken from random traces with evictions.
+cases are taken from random traces with evictions. :func:`check_prefix_cache` grades the file the
+chapter saves, ``my_engine/prefix_cache.py``, with the three, then runs it as the engine's prefix
+cache (:mod:`.ch8_cache`), and marks it passed for :func:`~pagedkv_edu.exercises.my_engine.load_parts`.
 """
 
 from __future__ import annotations
@@ -10,9 +12,16 @@ import hashlib
 import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..engine.guards import PartError
+from ..sim.simulate import simulate
+from ..workload import copilot50
+from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import Reader, as_int_list, grade, seeded, short
+from .ch8_cache import FUNCTIONS, ReaderFunctions
+from .grading import Reader, as_int_list, describe_exception, grade, seeded, short
+from .my_engine import PARTS, load_file, mark_passed
 from .solutions import ch8 as reference
 
 Key = tuple[Hashable, tuple[int, ...]]
@@ -383,6 +392,62 @@ def check_free_queue(free_blocks: Callable[[list[int], list[int], list[int], set
         return kind   # both work in place: None is their answer, not the sign of a stub
 
     return grade("free queue order (空閒佇列的順序)", either, QUEUE_CASES, HIDDEN_QUEUE_CASES, _run_queue)
+
+
+# --- the three, as the engine's prefix cache ------------------------------------------------------------
+ENGINE_RUN = dict(kv_budget_tokens=3 * 128, block_size=3, max_seq_len=128)
+"""The consultants at 1/16 scale in 128 blocks of 3: requests share the system prompt, are preempted,
+and evict cached blocks (about 900 evictions), so the free order and the lookup both show."""
+
+
+def check_prefix_cache(path: str | Path = PARTS["prefix_cache"].path()) -> bool:
+    """Grade the file chapter 8 saves: its three functions by the three graders, then as the engine's cache.
+
+    The engine run serves :data:`ENGINE_RUN` with the file's functions composed into the prefix
+    cache (:class:`~.ch8_cache.ReaderPrefixCache`) and must find, evict and preempt exactly as the
+    shipped cache does. A file that passes is marked (its hash beside it), so the engine runs it
+    while it stays unchanged; ``touch`` is the pool's own unless the file defines one.
+    """
+    path = Path(path)
+    name = f"{path} (你的前綴快取)"
+    if not path.exists():
+        return report(name, [f"{path} does not exist: run the %%writefile cell above first"])
+    try:
+        module = load_file(path)
+    except Exception as exc:   # noqa: BLE001 (a reader's file can raise anything on import)
+        return report(name, [f"importing it {describe_exception(exc)}"])
+    missing = [f for f in FUNCTIONS if not callable(getattr(module, f, None))]
+    if missing:
+        return report(name, [f"it defines no {', '.join(missing)}: the file holds your three functions"])
+    verdicts = [check_block_hashes(module.block_hashes),
+                check_free_queue(module.free_blocks, getattr(module, "touch", reference.touch)),
+                check_cached_prefix_blocks(module.cached_prefix_blocks)]
+    if not all(verdicts):
+        return False
+    problem = _engine_differs(ReaderFunctions.of(module, f"your prefix cache ({path})"))
+    if problem:
+        return report(name, [problem])
+    mark_passed(path)
+    report(name, [])
+    print("  in the engine it found, evicted and preempted as the shipped cache does; load_parts() now runs it")
+    return True
+
+
+def _engine_differs(functions: ReaderFunctions) -> str:
+    """How ``functions``, as the engine's prefix cache, serve :data:`ENGINE_RUN` unlike the shipped one ("" if not)."""
+    requests = copilot50(seed=0, length_scale=1 / 16)
+    shipped = simulate(requests, enable_prefix_caching=True, **ENGINE_RUN)
+    try:
+        mine = simulate(requests, enable_prefix_caching=True, block_manager=functions.memory, **ENGINE_RUN)
+    except PartError as exc:
+        return f"in the engine (the consultants at 1/16 scale, blocks of 3): {exc}"
+    got, want = [(r.tokens.prefix_hit_tokens, r.tokens.resumed_hit_tokens, r.evictions, r.preemptions)
+                 for r in (mine, shipped)]
+    if got == want:
+        return ""
+    return (f"in the engine (the consultants at 1/16 scale, blocks of 3) your cache found {got[0]} prompt tokens "
+            f"({got[1]} more for preempted requests), evicted {got[2]} blocks and {got[3]} requests were preempted; "
+            f"with the shipped cache {want[0]} ({want[1]}), {want[2]} and {want[3]}")
 
 
 def try_case(grader: str, index: int = 0, *fns: Callable[..., object]) -> dict[str, object]:

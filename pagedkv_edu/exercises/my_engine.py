@@ -22,7 +22,9 @@ from typing import Any
 from ..core import scheduler as shipped_scheduler
 from ..core.block_manager import BlockManager, ManagerBase
 from ..core.block_pool import BlockPool
+from ..core.prefix_cache import PrefixCache
 from ..engine.guards import CheckedMemory
+from .ch8_cache import ReaderFunctions
 
 MY_ENGINE = Path("my_engine")
 """Where the chapters save your parts, relative to the notebooks."""
@@ -30,11 +32,14 @@ MY_ENGINE = Path("my_engine")
 
 @dataclass(frozen=True)
 class Part:
-    """One part you can write: its file, the name the file defines, and the chapter that grades it."""
+    """One part you can write: its file, the name the file defines, and the chapter that grades it.
+
+    A part of several functions (chapter 8's prefix cache) names them all; the part is then the module.
+    """
 
     name: str
     chapter: str
-    defines: str
+    defines: str | tuple[str, ...]
     what: str
 
     def path(self, directory: Path = MY_ENGINE) -> Path:
@@ -44,6 +49,8 @@ class Part:
 PARTS: dict[str, Part] = {p.name: p for p in (
     Part("block_manager", "2", "BlockManager", "the block manager: admit, grow, release"),
     Part("scheduler", "6", "schedule", "the scheduling policy: schedule(state)"),
+    Part("prefix_cache", "8", ("block_hashes", "cached_prefix_blocks", "free_blocks"),
+         "the prefix cache: the hash chain, the checked lookup, the free queue's order"),
 )}
 
 
@@ -116,20 +123,35 @@ def choose(name: str, shipped: Any, directory: Path = MY_ENGINE) -> Choice:
     why = why_not_passed(path, part.chapter)
     if why is not None:
         return Choice(part, False, shipped, why)
-    return Choice(part, True, getattr(load_file(path), part.defines), f"{path} passed chapter {part.chapter}")
+    if isinstance(part.defines, str):
+        return Choice(part, True, getattr(load_file(path), part.defines), f"{path} passed chapter {part.chapter}")
+    module = load_file(path)
+    missing = [name for name in part.defines if not callable(getattr(module, name, None))]
+    if missing:
+        return Choice(part, False, shipped, f"{path} defines no {', '.join(missing)}")
+    return Choice(part, True, module, f"{path} passed chapter {part.chapter}")
 
 
 @dataclass
 class Parts:
-    """The engine's parts, each yours or shipped; :meth:`memory` builds the block manager, checked if yours."""
+    """The engine's parts, each yours or shipped; :meth:`memory` builds the block manager, checked if yours.
+
+    ``prefix_cache``: your chapter-8 functions, or None for the shipped :class:`PrefixCache`.
+    """
 
     manager_class: type
     schedule: Callable[..., Any]
     card: ReportCard
+    prefix_cache: ReaderFunctions | None = None
 
     def memory(self, num_blocks: int, block_size: int, max_seq_len: int | None = None, **options: Any) -> Any:
-        """A block manager, called as :class:`BlockManager` is (``simulate(..., block_manager=parts.memory)``)."""
+        """A block manager, called as :class:`BlockManager` is (``simulate(..., block_manager=parts.memory)``).
+
+        With ``enable_prefix_caching``, its prefix cache is yours if yours passed (:mod:`.ch8_cache`).
+        """
         if self.manager_class is BlockManager:
+            if self.prefix_cache is not None and options.get("enable_prefix_caching"):
+                return self.prefix_cache.memory(num_blocks, block_size, max_seq_len, **options)
             return BlockManager(num_blocks, block_size, max_seq_len, **options)
         unsupported = {k for k, v in options.items() if v and k != "watermark_blocks"}
         if unsupported:
@@ -148,10 +170,12 @@ def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Par
         manager = Choice(manager.part, False, BlockManager, f"{manager.part.path(directory)} defines no BlockManager "
                                                             f"class built on ManagerBase")
     policy = choose("scheduler", shipped_scheduler.schedule, directory)
-    card = ReportCard([manager, policy])
+    cache = choose("prefix_cache", PrefixCache, directory)
+    card = ReportCard([manager, policy, cache])
     if not quiet:
         print(card)
-    return Parts(manager.value, policy.value, card)
+    mine = ReaderFunctions.of(cache.value, f"your prefix cache ({cache.part.path(directory)})") if cache.yours else None
+    return Parts(manager.value, policy.value, card, mine)
 
 
 __all__ = ["MY_ENGINE", "PARTS", "Part", "Parts", "ReportCard", "choose", "load_file", "load_parts", "mark_passed",

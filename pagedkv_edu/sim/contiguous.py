@@ -11,7 +11,7 @@ engine's contiguous policy is a block manager whose one block is a ``max_seq_len
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .explorer_state import ExplorerState
+from ..core.block_manager import BlockManager
+from .explorer_state import ExplorerState, ManagerFactory
 from .render import Picture, render_svg, request_label
 
 
@@ -20,7 +21,8 @@ class BlockExplorer(widgets.VBox):
     """Add requests, decode, fork, finish, and watch blocks move between the pool and the tables.
 
     ``fork=False`` leaves the fork button out: chapter 2 shows the explorer before chapter 7
-    teaches sharing.
+    teaches sharing. ``block_manager`` builds the manager over the explorer's pool (see
+    :class:`ExplorerState`): chapter 2 passes the reader's class once it passed its grader.
     """
 
     def __init__(
@@ -33,8 +35,10 @@ class BlockExplorer(widgets.VBox):
         prompt_tokens: int = 7,
         steps: int = 4,
         fork: bool = True,
+        block_manager: ManagerFactory = BlockManager.over,
     ) -> None:
-        self.state = ExplorerState(num_blocks, block_size, free_order=free_order, max_seq_len=max_seq_len)
+        self.state = ExplorerState(num_blocks, block_size, free_order=free_order, max_seq_len=max_seq_len,
+                                   block_manager=block_manager)
         self.prompt_tokens = widgets.BoundedIntText(value=prompt_tokens, min=1, max=1_000_000,
                                                     description="prompt", layout=widgets.Layout(width="150px"))
         self.add_button = widgets.Button(description="add request", tooltip="admit a request (prefill)")

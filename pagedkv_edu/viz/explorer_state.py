@@ -5,19 +5,21 @@ place, as beam search does: a click adds a request (the engine admits and prefil
 every running sequence one token and runs the engine's ``forward_step`` (a decode step), forks
 or finishes a sequence. A click never raises on a reader's input: a refused one changes
 nothing and says why in ``message``; a decode step that needs more free blocks than there are is
-refused, not preempted (preemption is chapter 6).
+refused, not preempted (preemption is chapter 6). The block manager can be the reader's own
+(chapter 2's exercise): it then runs checked, as in the engine.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from ..core.block_manager import BlockManager
 from ..core.block_pool import BlockPool
 from ..checks import check_whole, is_whole
 from ..engine.engine import LLMEngine
+from ..engine.guards import CheckedMemory
 from ..core.request import Request, SamplingParams
 from ..core.scheduler import Scheduler
 from ..engine.runner import StandInRunner
@@ -26,6 +28,10 @@ from .snapshot import Snapshot, snapshot
 
 _PARAMS = SamplingParams(max_tokens=1, ignore_eos=True)   # the reader decides when a request finishes: clicks, not
 # the engine's sampling, add its tokens, so the admission check counts the prompt alone
+
+ManagerFactory = Callable[[BlockPool, int | None], Any]
+"""Builds the block manager over the explorer's pool, called as ``BlockManager.over(pool, max_seq_len)`` is; a
+reader's class (built on ``ManagerBase``, whose constructor takes ``(pool, max_seq_len)``) is one as it is."""
 
 
 class ExplorerState:
@@ -39,12 +45,19 @@ class ExplorerState:
         free_order: Sequence[int] | None = None,
         max_seq_len: int | None = None,
         log_size: int = 50,
+        block_manager: ManagerFactory = BlockManager.over,
     ) -> None:
         """``free_order`` starts from a pool whose free queue is in that order (the articles'
-        walk-throughs hand out blocks 7, 1, 3, ...); blocks not in it are held elsewhere."""
+        walk-throughs hand out blocks 7, 1, 3, ...); blocks not in it are held elsewhere.
+
+        ``block_manager(pool, max_seq_len)`` builds the manager: the package's by default, or a
+        reader's class (chapter 2), which then runs checked (:class:`CheckedMemory`). The explorer
+        builds the pool, so one factory serves the first pool, ``free_order``'s, and every rebuilt one.
+        """
         check_whole("log_size", log_size, 1)
         self.log_size = log_size
         self.max_seq_len = max_seq_len
+        self.block_manager = block_manager
         self.events: list[str] = []
         self.message = ""
         self.is_error = False
@@ -57,7 +70,8 @@ class ExplorerState:
         return self.engine.scheduler
 
     @property
-    def manager(self) -> BlockManager:
+    def manager(self) -> Any:
+        """The block manager: the package's, or a reader's wrapped in :class:`CheckedMemory` (it answers the same)."""
         return self.engine.memory
 
     @property
@@ -189,11 +203,11 @@ class ExplorerState:
 
     # --- internals ---------------------------------------------------------------------
     def _build(self, num_blocks: int, block_size: int, free_order: Sequence[int] | None) -> None:
-        if free_order is None:
-            manager = BlockManager(num_blocks, block_size, self.max_seq_len)
-        else:
-            manager = BlockManager.over(BlockPool.from_free_order(num_blocks, block_size, free_order),
-                                        self.max_seq_len)
+        pool = (BlockPool(num_blocks, block_size) if free_order is None
+                else BlockPool.from_free_order(num_blocks, block_size, free_order))
+        manager = self.block_manager(pool, self.max_seq_len)
+        if not isinstance(manager, BlockManager):     # a reader's: every answer checked before the engine uses it
+            manager = CheckedMemory(manager)
         # The explorer checks max_seq_len itself, with a message; the engine's own check never fires.
         self.engine = LLMEngine(StandInRunner(), memory=manager, max_seq_len=sys.maxsize)
         self._requests: dict[Hashable, Request] = {}
@@ -239,7 +253,7 @@ class ExplorerState:
         del self.events[: -self.log_size]
 
 
-def _blocks_to_grow_all(manager: BlockManager) -> dict[Any, int]:
+def _blocks_to_grow_all(manager: Any) -> dict[Any, int]:
     """New blocks each held sequence takes when every one grows by one token, in table order.
 
     A shared, partly filled last block is copied by its holders in turn: each copy drops a
