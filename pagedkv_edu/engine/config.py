@@ -121,8 +121,9 @@ class EngineConfig:
     def num_blocks(self) -> int:
         return self.kv_budget_tokens // self.slot_block_size
 
-    def make_memory(self) -> BlockManager:
-        """The block manager these settings describe (contiguous: one block per reservation, no watermark)."""
+    def make_memory(self, block_manager: Callable[..., Any] = BlockManager) -> Any:
+        """The block manager these settings describe (contiguous: one block per reservation, no watermark), built
+        by ``block_manager``, called as :class:`BlockManager` is (a reader's: ``Parts.memory``)."""
         size = self.slot_block_size
         if self.num_blocks < 1:
             raise ValueError(f"a budget of {self.kv_budget_tokens} tokens holds no {self.policy} block of {size} "
@@ -131,8 +132,8 @@ class EngineConfig:
         if self.preemption_mode == "swap":
             swap = SwapSpace(max(1, (self.swap_space_tokens or self.kv_budget_tokens) // size), size)
         watermark = math.ceil(self.watermark * self.num_blocks) if self.policy == "paged" else 0
-        return BlockManager(self.num_blocks, size, self.max_seq_len, enable_prefix_caching=self.enable_prefix_caching,
-                            watermark_blocks=watermark, swap=swap)
+        return block_manager(self.num_blocks, size, self.max_seq_len, enable_prefix_caching=self.enable_prefix_caching,
+                             watermark_blocks=watermark, swap=swap)
 
 
 __all__ = ["DEFAULT_MAX_NUM_BATCHED_TOKENS", "DEFAULT_MAX_SEQ_LEN", "EngineConfig", "POLICIES"]

@@ -20,7 +20,8 @@ from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
 from .config import EngineConfig
 from .outputs import EngineStats, RequestOutput, SampleGroup
 from .runner import Runner, RunnerOutput
-from .sampling import make_generator, sample_tokens, stop_reason
+from .sampling import make_generator
+from .step import step as engine_step
 
 
 class LLMEngine:
@@ -28,15 +29,15 @@ class LLMEngine:
 
     ``model`` is a :class:`~pagedkv_edu.model.llama.Llama` (the engine builds its KV cache and
     runner) or a :class:`~pagedkv_edu.engine.runner.Runner` (the simulator's stand-in, or a runner
-    over a cache of your own). ``memory`` replaces the block manager the config describes, and
-    ``schedule`` the scheduling policy (seams a reader's own parts plug into). Settings come as a
+    over a cache of your own). ``memory`` replaces the block manager the config describes,
+    ``schedule`` the scheduling policy and ``step`` the loop's step (seams a reader's own parts plug into). Settings come as a
     ``config`` or as keywords (:class:`~pagedkv_edu.engine.config.EngineConfig`'s fields).
     ``trace`` (a :class:`~pagedkv_edu.viz.trace.EngineTrace`) records every step.
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, config: EngineConfig | None = None,
                  memory: Any = None, schedule: Callable[[SchedulerState], Any] | None = None, trace: Any = None,
-                 **settings: Any) -> None:
+                 step: Callable[["LLMEngine"], list[RequestOutput]] | None = None, **settings: Any) -> None:
         if config is not None and settings:
             raise ValueError(f"pass a config or settings, not both (got settings {sorted(settings)})")
         config = config or EngineConfig(**settings)
@@ -55,6 +56,7 @@ class LLMEngine:
         self.memory = config.make_memory() if memory is None else memory
         self.scheduler = Scheduler(self.memory, config.max_num_seqs, config.max_num_batched_tokens,
                                    config.preemption_mode, **({} if schedule is None else {"schedule": schedule}))
+        self.step_fn = engine_step if step is None else step
         self.tokenizer = tokenizer
         self.trace = trace                              # opt in: one frame per step, for the replay (chapter 6)
         self.requests: dict[int, Request] = {}          # each request's first sample, by request id
@@ -118,27 +120,8 @@ class LLMEngine:
 
     # --- one iteration -------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
-        """One iteration: schedule, run the model once on the mixed batch, sample; return what finished."""
-        finished = [out for r in self._no_tokens for out in self._end(r, "length", release=False)]
-        self._no_tokens.clear()
-        step, out = self.forward_step()
-        for request in step.failed:
-            finished += self._end(request, "error: needs more KV memory than the whole budget", release=False)
-        rows = []                       # (row of the output, who samples from it): a chunk of a prompt has none
-        for row, s in enumerate(step.scheduled):
-            if s.samples:
-                rows += [(row, seq) for seq in self._samplers(s.seq)]
-        tokens, logprobs = sample_tokens(out, rows, self.config.keep_logprobs) if rows else ([], None)
-        for (row, request), token in zip(rows, tokens):
-            self.append_token(request, token, None if logprobs is None else logprobs[row])
-            reason = stop_reason(request, self.config.stop_token_ids, self.tokenizer)
-            if reason is not None:
-                finished += self._end(request, reason, release=True)
-        if self.config.keep_history:
-            self.history.append(self.stats(step))
-        if self.trace is not None:
-            self.trace.record(self, step)
-        return finished
+        """One iteration (:func:`pagedkv_edu.engine.step.step`, or the step the engine was given): what finished."""
+        return self.step_fn(self)
 
     def forward_step(self) -> tuple[ScheduledStep, RunnerOutput | None]:
         """Schedule and run one forward pass, without sampling: the step and its output (a row per scheduled sequence).
@@ -155,7 +138,7 @@ class LLMEngine:
         self.last_logits = None if isinstance(out, list) else out
         return step, out
 
-    def _samplers(self, seq: Request) -> list[Request]:
+    def samplers(self, seq: Request) -> list[Request]:
         """Who samples from ``seq``'s row: itself, and its siblings forked now if its prompt just finished."""
         group = self.groups[seq.request_id]
         if group.forked or seq is not group.first:
@@ -201,16 +184,27 @@ class LLMEngine:
             del self.groups[group.request_id]
         return self._output(group) if group.done else []
 
-    def finish_sequence(self, request: Request, reason: str = "stop") -> list[RequestOutput]:
-        """End a running sequence now, with the tokens it has; its request's output once all its samples ended."""
-        return self._end(request, reason, release=True)
-
-    def _end(self, request: Request, reason: str, *, release: bool) -> list[RequestOutput]:
+    def finish_sequence(self, request: Request, reason: str = "stop", *, release: bool = True) -> list[RequestOutput]:
+        """End a sequence now, with the tokens it has (``release=False``: it holds no memory); its request's output
+        once all its samples ended."""
         if release:
             self.scheduler.finish(request, release=self.config.free_finished)
             self.runner.release(request.seq_id)
         group = self.groups[request.request_id]
         return self._output(group) if group.end(request, reason, self._decode) else []
+
+    def take_ready(self) -> list[RequestOutput]:
+        """The outputs of requests that asked for no tokens: done without memory, returned by the next step."""
+        ready = [out for r in self._no_tokens for out in self.finish_sequence(r, "length", release=False)]
+        self._no_tokens.clear()
+        return ready
+
+    def record(self, step: ScheduledStep) -> None:
+        """Keep the step's statistics (unless ``keep_history`` is off) and its trace frame (if tracing)."""
+        if self.config.keep_history:
+            self.history.append(self.stats(step))
+        if self.trace is not None:
+            self.trace.record(self, step)
 
     def _output(self, group: SampleGroup) -> list[RequestOutput]:
         self.groups.pop(group.request_id, None)

@@ -146,3 +146,37 @@ def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
 def check_gather_kv(fn: Callable[[torch.Tensor, Sequence[int], int], torch.Tensor]) -> bool:
     """Grade ``fn(cache, block_table, seq_len) -> [seq_len, num_kv_heads, head_dim]`` in the cache's dtype."""
     return grade("gather_kv（經由區塊表收集 K/V）", fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)
+
+
+# --- the reader's gather, as the decoder's attention (chapter 5 and the last chapter) ---------------------
+
+def gather_attention(gather_kv: Callable[[torch.Tensor, Sequence[int], int], torch.Tensor],
+                     name: str = "your_gather") -> Callable[..., torch.Tensor]:
+    """An attention function (the engine's ``backend``) that gathers each sequence's K/V with the reader's
+    ``gather_kv`` and attends causally after its cached prefix: chapter 3's torch attention, in the model.
+
+    What the gather hands back is checked before it is used: its shape and dtype, a sequence at a time.
+    """
+    from ..attention.reference import prefix_causal_sdpa
+
+    def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+               seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
+        out = torch.empty_like(q)
+        starts, lens = query_start_loc.tolist(), seq_lens.tolist()
+        for s, length in enumerate(lens):
+            a, b = starts[s], starts[s + 1]
+            if b == a:
+                continue
+            table = block_tables[s, :-(-length // k_cache.shape[1])].tolist()
+            k, v = gather_kv(k_cache, table, length), gather_kv(v_cache, table, length)
+            want = (length, *k_cache.shape[2:])
+            for what, got in (("K", k), ("V", v)):
+                if not isinstance(got, torch.Tensor) or tuple(got.shape) != want or got.dtype != k_cache.dtype:
+                    shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+                    raise ValueError(f"your gather_kv (chapter 3) gave sequence {s}'s {what} as {shape}; the engine "
+                                     f"needs {want} in {k_cache.dtype}")
+            out[a:b] = prefix_causal_sdpa(q[a:b], k, v, scale)
+        return out
+
+    attend.__name__ = attend.__qualname__ = name
+    return attend

@@ -22,9 +22,13 @@ from typing import Any
 from ..core import scheduler as shipped_scheduler
 from ..core.block_manager import BlockManager, ManagerBase
 from ..core.block_pool import BlockPool
-from ..core.prefix_cache import PrefixCache
+from ..core.prefix_cache import HashFn, PrefixCache, hash_block
+from ..core.swap import SwapSpace
+from ..engine.config import EngineConfig
+from ..engine.engine import LLMEngine
 from ..engine.guards import CheckedMemory
-from .ch8_cache import ReaderFunctions
+from ..engine.step import step as shipped_step
+from .ch8_cache import ReaderBlockPool, ReaderFunctions, ReaderPrefixCache
 
 MY_ENGINE = Path("my_engine")
 """Where the chapters save your parts, relative to the notebooks."""
@@ -41,16 +45,21 @@ class Part:
     chapter: str
     defines: str | tuple[str, ...]
     what: str
+    file: Path | None = None     # where it lives if not my_engine/<name>.py (chapter 4's kernels: my_kernels/)
 
     def path(self, directory: Path = MY_ENGINE) -> Path:
-        return directory / f"{self.name}.py"
+        return directory / f"{self.name}.py" if self.file is None else directory.parent / self.file
 
 
 PARTS: dict[str, Part] = {p.name: p for p in (
-    Part("block_manager", "2", "BlockManager", "the block manager: admit, grow, release"),
+    Part("block_manager", "2", "BlockManager", "the block manager: admit, grow, release (and fork, chapter 7)"),
+    Part("gather", "3", "gather_kv", "gathering a sequence's K/V through its block table: the torch attention"),
+    Part("decode_kernel", "4", ("paged_decode_kernel", "merge_splits_kernel"), "the split-K paged decode kernel",
+         Path("my_kernels") / "paged_decode.py"),
     Part("scheduler", "6", "schedule", "the scheduling policy: schedule(state)"),
     Part("prefix_cache", "8", ("block_hashes", "cached_prefix_blocks", "free_blocks"),
          "the prefix cache: the hash chain, the checked lookup, the free queue's order"),
+    Part("step", "12", "step", "the engine's step, over the parts"),
 )}
 
 
@@ -101,19 +110,45 @@ class Choice:
 
 @dataclass
 class ReportCard:
-    """Each part, "yours" or "shipped", and why: what the engine ran."""
+    """Each part, "yours" or "shipped", and why: what the engine ran, and how many lines of it you wrote."""
 
     choices: list[Choice] = field(default_factory=list)
+    directory: Path = MY_ENGINE
 
     @property
     def yours(self) -> list[str]:
         return [c.part.name for c in self.choices if c.yours]
 
+    def lines(self, name: str) -> int:
+        """Lines of code in your file for part ``name`` (not blank, not a comment), 0 if it is not yours."""
+        choice = next(c for c in self.choices if c.part.name == name)
+        return code_lines(choice.part.path(self.directory)) if choice.yours else 0
+
+    @property
+    def your_lines(self) -> int:
+        """Lines of your own code the engine runs."""
+        return sum(self.lines(c.part.name) for c in self.choices)
+
     def __str__(self) -> str:
-        rows = [f"{'part':16s}{'chapter':>8s}  {'runs':9s}why"]
-        rows += [f"{c.part.name:16s}{c.part.chapter:>8s}  {'yours' if c.yours else 'shipped':9s}{c.why}"
-                 for c in self.choices]
-        return "\n".join(rows)
+        rows = [f"{'part':16s}{'chapter':>8s}  {'runs':9s}{'lines':>6s}  why"]
+        rows += [f"{c.part.name:16s}{c.part.chapter:>8s}  {'yours' if c.yours else 'shipped':9s}"
+                 f"{self.lines(c.part.name) or '':>6}  {c.why}" for c in self.choices]
+        return "\n".join(rows + [f"your code the engine runs: {self.your_lines} lines"])
+
+
+def code_lines(path: Path) -> int:
+    """Lines that are code: not blank, not a comment, not a docstring's (a docstring's lines count as prose)."""
+    import ast
+
+    source = path.read_text()
+    prose = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            prose.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(1 for i, line in enumerate(source.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and i not in prose)
 
 
 def choose(name: str, shipped: Any, directory: Path = MY_ENGINE) -> Choice:
@@ -134,32 +169,69 @@ def choose(name: str, shipped: Any, directory: Path = MY_ENGINE) -> Choice:
 
 @dataclass
 class Parts:
-    """The engine's parts, each yours or shipped; :meth:`memory` builds the block manager, checked if yours.
+    """The engine's parts, each yours or shipped, and the engine they make (:meth:`engine`).
 
-    ``prefix_cache``: your chapter-8 functions, or None for the shipped :class:`PrefixCache`.
+    ``prefix_cache``: your chapter-8 functions, or None for the shipped :class:`PrefixCache`;
+    ``attention``: your chapter-4 kernel, else your chapter-3 gather, else the shipped torch path.
     """
 
     manager_class: type
     schedule: Callable[..., Any]
     card: ReportCard
     prefix_cache: ReaderFunctions | None = None
+    attention: str | Callable[..., Any] = "torch"
+    step: Callable[..., Any] = shipped_step
 
-    def memory(self, num_blocks: int, block_size: int, max_seq_len: int | None = None, **options: Any) -> Any:
-        """A block manager, called as :class:`BlockManager` is (``simulate(..., block_manager=parts.memory)``).
-
-        With ``enable_prefix_caching``, its prefix cache is yours if yours passed (:mod:`.ch8_cache`).
-        """
+    def memory(self, num_blocks: int, block_size: int, max_seq_len: int | None = None, *,
+               enable_prefix_caching: bool = False, hash_fn: HashFn = hash_block, watermark_blocks: int = 0,
+               swap: SwapSpace | None = None) -> Any:
+        """A block manager, called as :class:`BlockManager` is (``simulate(..., block_manager=parts.memory)``):
+        yours (checked) or the shipped one, with your prefix cache or the shipped one when caching is on."""
+        cache = self.prefix_cache if enable_prefix_caching else None
         if self.manager_class is BlockManager:
-            if self.prefix_cache is not None and options.get("enable_prefix_caching"):
-                return self.prefix_cache.memory(num_blocks, block_size, max_seq_len, **options)
-            return BlockManager(num_blocks, block_size, max_seq_len, **options)
-        unsupported = {k for k, v in options.items() if v and k != "watermark_blocks"}
-        if unsupported:
-            raise ValueError(f"your block manager (chapter 2) has no {', '.join(sorted(unsupported))}: the shipped one "
-                             f"does (chapters 8, 9)")
-        mine = self.manager_class(BlockPool(num_blocks, block_size), max_seq_len,
-                                  watermark_blocks=options.get("watermark_blocks", 0))
+            if cache is not None:
+                return cache.memory(num_blocks, block_size, max_seq_len, hash_fn=hash_fn,
+                                    watermark_blocks=watermark_blocks, swap=swap)
+            return BlockManager(num_blocks, block_size, max_seq_len, enable_prefix_caching=enable_prefix_caching,
+                                hash_fn=hash_fn, watermark_blocks=watermark_blocks, swap=swap)
+        if swap is not None:
+            raise ValueError("your block manager has no swap space: chapter 9 swaps with the shipped one")
+        pool = BlockPool(num_blocks, block_size) if cache is None else ReaderBlockPool(num_blocks, block_size, cache)
+        factory = None
+        if cache is not None:
+            factory = lambda p: ReaderPrefixCache(p, cache, hash_fn)   # noqa: E731
+        elif enable_prefix_caching:
+            factory = lambda p: PrefixCache(p, hash_fn)                # noqa: E731
+        mine = self.manager_class(pool, max_seq_len, watermark_blocks=watermark_blocks, prefix_cache=factory)
         return CheckedMemory(mine, f"your block manager ({PARTS['block_manager'].path()})")
+
+    def over(self, pool: BlockPool, max_seq_len: int | None = None) -> Any:
+        """A block manager over an existing pool (the explorer's), yours or the shipped one."""
+        if self.manager_class is BlockManager:
+            return BlockManager.over(pool, max_seq_len)
+        return self.manager_class(pool, max_seq_len)
+
+    def engine(self, model: Any, tokenizer: Any = None, **settings: Any) -> LLMEngine:
+        """An :class:`~pagedkv_edu.engine.engine.LLMEngine` over ``model`` running these parts, with ``settings``."""
+        config = EngineConfig(**{"backend": self.attention, **settings})
+        config = config.for_context(model.config.max_position_embeddings)
+        return LLMEngine(model, tokenizer, config=config, memory=config.make_memory(self.memory),
+                         schedule=self.schedule, step=self.step)
+
+
+def attention_part(gather: Choice, kernel: Choice) -> str | Callable[..., Any]:
+    """The attention the engine runs: your chapter-4 kernel (two splits: the merge runs), else your chapter-3
+    gather, else the shipped torch path."""
+    if kernel.yours:
+        from .ch4_kernel import decode_backend
+
+        return decode_backend(kernel.value.paged_decode_kernel, kernel.value.merge_splits_kernel, num_splits=2,
+                              name="your_decode_kernel")
+    if gather.yours:
+        from .ch3 import gather_attention
+
+        return gather_attention(gather.value)
+    return "torch"
 
 
 def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Parts:
@@ -169,13 +241,16 @@ def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Par
     if manager.yours and not (isinstance(manager.value, type) and issubclass(manager.value, ManagerBase)):
         manager = Choice(manager.part, False, BlockManager, f"{manager.part.path(directory)} defines no BlockManager "
                                                             f"class built on ManagerBase")
+    gather = choose("gather", None, directory)
+    kernel = choose("decode_kernel", None, directory)
     policy = choose("scheduler", shipped_scheduler.schedule, directory)
     cache = choose("prefix_cache", PrefixCache, directory)
-    card = ReportCard([manager, policy, cache])
+    step = choose("step", shipped_step, directory)
+    card = ReportCard([manager, gather, kernel, policy, cache, step], directory)
     if not quiet:
         print(card)
     mine = ReaderFunctions.of(cache.value, f"your prefix cache ({cache.part.path(directory)})") if cache.yours else None
-    return Parts(manager.value, policy.value, card, mine)
+    return Parts(manager.value, policy.value, card, mine, attention_part(gather, kernel), step.value)
 
 
 __all__ = ["MY_ENGINE", "PARTS", "Part", "Parts", "ReportCard", "choose", "load_file", "load_parts", "mark_passed",
