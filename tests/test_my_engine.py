@@ -41,7 +41,7 @@ def test_a_part_runs_once_it_passed_and_not_after_it_changed(tmp_path: Path) -> 
     assert parts.card.yours == ["block_manager"] and issubclass(parts.manager_class, ManagerBase)
     assert parts.manager_class is not BlockManager and isinstance(parts.memory(8, 4), CheckedMemory)
     path.write_text(path.read_text() + "\n# an edit after passing\n")
-    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[0]
+    choice = my_engine.load_parts(tmp_path, quiet=True).card['block_manager']
     assert not choice.yours and "changed since it passed chapter 2" in choice.why
 
 
@@ -49,7 +49,7 @@ def test_a_passed_file_without_the_class_falls_back_naming_why(tmp_path: Path) -
     path = tmp_path / "block_manager.py"
     path.write_text("class BlockManager:\n    pass\n")
     my_engine.mark_passed(path)
-    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[0]
+    choice = my_engine.load_parts(tmp_path, quiet=True).card['block_manager']
     assert not choice.yours and "no BlockManager class built on ManagerBase" in choice.why
 
 
@@ -138,7 +138,7 @@ PREFIX_SOLUTION = Path(prefix_solution.__file__)
 
 def test_without_a_prefix_cache_file_the_shipped_cache_runs_and_says_why(tmp_path: Path) -> None:
     parts = my_engine.load_parts(tmp_path, quiet=True)
-    choice = parts.card.choices[-1]
+    choice = parts.card['prefix_cache']
     assert choice.part.name == "prefix_cache" and not choice.yours and choice.value is PrefixCache
     assert "prefix_cache.py does not exist (chapter 8 writes it)" in choice.why and parts.prefix_cache is None
     assert isinstance(parts.memory(8, 4, enable_prefix_caching=True).prefix_cache, PrefixCache)
@@ -150,14 +150,14 @@ def test_a_passed_prefix_cache_file_is_the_engines_cache_until_it_changes(tmp_pa
     assert my_engine.load_parts(tmp_path, quiet=True).prefix_cache is None                 # written, not passed
     my_engine.mark_passed(path)
     parts = my_engine.load_parts(tmp_path, quiet=True)
-    assert parts.card.yours == ["prefix_cache"] and parts.card.choices[-1].why.endswith("passed chapter 8")
+    assert parts.card.yours == ["prefix_cache"] and parts.card['prefix_cache'].why.endswith("passed chapter 8")
     cached = parts.memory(8, 4, 32, enable_prefix_caching=True, watermark_blocks=1)
     assert isinstance(cached.prefix_cache, ReaderPrefixCache) and isinstance(cached.pool, ReaderBlockPool)
     assert cached.max_seq_len == 32 and cached.watermark_blocks == 1 and str(path) in cached.prefix_cache.functions.part
     plain = parts.memory(8, 4)                                 # no prefix caching asked: the shipped manager as it is
     assert plain.prefix_cache is None and type(plain.pool) is BlockPool
     path.write_text(path.read_text() + "\n# an edit after passing\n")
-    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[-1]
+    choice = my_engine.load_parts(tmp_path, quiet=True).card['prefix_cache']
     assert not choice.yours and "changed since it passed chapter 8" in choice.why
 
 
@@ -165,5 +165,5 @@ def test_a_passed_prefix_cache_file_without_a_function_falls_back_naming_it(tmp_
     path = tmp_path / "prefix_cache.py"
     path.write_text("def block_hashes(token_ids, block_size, hash_fn):\n    return []\n")
     my_engine.mark_passed(path)
-    choice = my_engine.load_parts(tmp_path, quiet=True).card.choices[-1]
+    choice = my_engine.load_parts(tmp_path, quiet=True).card['prefix_cache']
     assert not choice.yours and choice.why.endswith("defines no cached_prefix_blocks, free_blocks")

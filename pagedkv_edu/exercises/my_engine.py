@@ -119,9 +119,13 @@ class ReportCard:
     def yours(self) -> list[str]:
         return [c.part.name for c in self.choices if c.yours]
 
+    def __getitem__(self, name: str) -> Choice:
+        """The choice for part ``name``."""
+        return next(c for c in self.choices if c.part.name == name)
+
     def lines(self, name: str) -> int:
         """Lines of code in your file for part ``name`` (not blank, not a comment), 0 if it is not yours."""
-        choice = next(c for c in self.choices if c.part.name == name)
+        choice = self[name]
         return code_lines(choice.part.path(self.directory)) if choice.yours else 0
 
     @property
