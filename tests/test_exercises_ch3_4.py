@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from pagedkv_edu.attention import gather_kv as package_gather_kv
-from pagedkv_edu.exercises.ch3 import GATHER_CASES, HIDDEN_GATHER_CASES, case_cache, check_gather_kv
+from pagedkv_edu.attention import paged_attention, paged_attention_float64
+from pagedkv_edu.engine.generate import generate
+from pagedkv_edu.engine.guards import PartError
+from pagedkv_edu.exercises import my_engine
+from pagedkv_edu.exercises.ch3 import GATHER_CASES, HIDDEN_GATHER_CASES, case_cache, check_gather_kv, gather_attention
 from pagedkv_edu.exercises.ch4 import (
     HIDDEN_SOFTMAX_CASES,
     SOFTMAX_CASES,
@@ -17,8 +23,11 @@ from pagedkv_edu.exercises.ch4 import (
     initial_state,
     softmax_case_data,
 )
+from pagedkv_edu.exercises.solutions import ch3 as gather_solution
 from pagedkv_edu.exercises.solutions.ch3 import gather_kv
 from pagedkv_edu.exercises.solutions.ch4 import online_softmax_update
+from pagedkv_edu.model.loading import load_model
+from pagedkv_edu.model.paged_batch import random_paged_step
 
 
 # --- the solutions are right, on the hidden cases too ------------------------------------------------
@@ -186,6 +195,134 @@ def test_gather_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert check_gather_kv(stub) is False
     assert capsys.readouterr().out.startswith("○ gather_kv（經由區塊表收集 K/V）: not solved yet")
+
+
+
+# --- the saved file ----------------------------------------------------------------------------------
+GATHER_STUB = '''import torch
+
+
+def gather_kv(cache: torch.Tensor, block_table: list[int], seq_len: int) -> torch.Tensor:
+    raise NotImplementedError("your turn")
+'''
+
+
+def test_a_saved_gather_that_passes_is_marked_passed_and_the_engine_gets_it(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "gather.py"
+    shutil.copy(gather_solution.__file__, path)
+    assert check_gather_kv(path) is True
+    out = capsys.readouterr().out
+    assert "✓ gather_kv（經由區塊表收集 K/V）: passed" in out and f"{path} is marked passed" in out
+    assert my_engine.why_not_passed(path, "3") is None
+    parts = my_engine.load_parts(tmp_path, quiet=True)
+    assert parts.card["gather"].yours and parts.attention.__name__ == "your_gather"
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "does not exist: run the %%writefile cell above"),
+    ("import torch\nB = 1 / 0\n", "importing {path} raised ZeroDivisionError: division by zero, at `B = 1 / 0`"),
+    ("def gather(cache, block_table, seq_len):\n    return cache\n",
+     "{path} defines no function gather_kv(cache, block_table, seq_len)"),
+    ("from pagedkv_edu.attention import gather_kv\n", "{path} imports the shipped gather_kv instead of defining"),
+], ids=["missing", "import error", "no gather_kv", "the shipped one"])
+def test_a_saved_gather_the_grader_cannot_grade_is_named(text: str | None, message: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "gather.py"
+    if text is not None:
+        path.write_text(text)
+    assert check_gather_kv(path) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ gather_kv（經由區塊表收集 K/V）: failed") and message.format(path=path) in out, out
+    assert not path.with_name("gather.py.passed").exists()
+
+
+def test_the_saved_stub_is_not_solved_and_not_marked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "gather.py"
+    path.write_text(GATHER_STUB)
+    assert check_gather_kv(str(path)) is False
+    assert capsys.readouterr().out.startswith("○ gather_kv（經由區塊表收集 K/V）: not solved yet")
+    assert not path.with_name("gather.py.passed").exists()
+
+
+# --- the gather as the decoder's attention -----------------------------------------------------------
+TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2.5e-2}
+# (seq_lens, query_lens, block_size, num_heads, num_kv_heads, head_dim, dtype): each step mixes whole prompts,
+# prompts after a cached prefix (ending mid-block too), decode tokens and sequences with nothing new
+RANDOM_STEPS = [
+    ([9, 1, 16, 23, 5], [9, 1, 1, 7, 0], 5, 6, 2, 8, torch.float32),
+    ([17, 3, 30, 12], [17, 3, 1, 5], 3, 9, 3, 16, torch.float16),
+    ([40, 7, 2], [12, 1, 2], 7, 4, 4, 8, torch.bfloat16),
+    ([33, 1, 12, 48], [1, 1, 1, 1], 16, 8, 1, 16, torch.float32),
+    ([29, 6], [13, 6], 6, 12, 4, 24, torch.float32),
+]
+
+
+@pytest.mark.parametrize("step_shape", RANDOM_STEPS, ids=[f"B{s[2]}-{str(s[6])[6:]}" for s in RANDOM_STEPS])
+def test_the_solution_as_attention_equals_the_float64_reference(step_shape: tuple) -> None:
+    *shape, dtype = step_shape
+    step = random_paged_step(*shape, dtype, device="cpu", seed=shape[2], table_width=12)   # tables padded with -1
+    assert step.batch.k_cache.isnan().any(), "the cache's unused slots are poisoned"
+    out = paged_attention(*step.args(), backend=gather_attention(gather_kv))
+    assert out.dtype == dtype and out.shape == step.q.shape and bool(out.isfinite().all())
+    torch.testing.assert_close(out.double(), paged_attention_float64(*step.args()), atol=TOL[dtype], rtol=TOL[dtype])
+
+
+def _off_by_one_block(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    """Logical block p // B - 1: table[-1] for the first block, silently."""
+    b = cache.shape[1]
+    return cache.reshape(-1, *cache.shape[2:])[[table[p // b - 1] * b + p % b for p in range(n)]]
+
+
+def _float64_copy(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    return gather_kv(cache, table, n).double()
+
+
+def _table_as_tensor(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    """Right for a tensor table; the engine hands a list, as the grader does."""
+    b = cache.shape[1]
+    pos = torch.arange(n)
+    return cache.reshape(-1, *cache.shape[2:])[table.long()[pos // b] * b + pos % b]
+
+
+def _clears_what_it_read(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    """Right rows, then zeroes them in the cache (as if reading consumed them)."""
+    b = cache.shape[1]
+    slots = [table[p // b] * b + p % b for p in range(n)]
+    rows = cache.reshape(-1, *cache.shape[2:])[slots]
+    cache.view(-1, *cache.shape[2:])[slots] = 0
+    return rows
+
+
+ENGINE_WRONG = {
+    "off-by-one block": (_off_by_one_block, r"position 0 \(table entry 0: block 0, slot 0\) holds slot 4 \(block 1, "
+                                            r"offset 0\); 6 of 6 positions wrong$"),
+    "float64": (_float64_copy, r"returned dtype torch.float64, the engine needs torch.float32$"),
+    "whole blocks": (_whole_blocks, r"returned shape \(8, 2, 16\), the engine needs \(6, 2, 16\) \(whole blocks"),
+    "raises": (_table_as_tensor, r"raised AttributeError: 'list' object has no attribute 'long', at `return cache"),
+    "writes": (_clears_what_it_read, r"wrote into the cache: a gather only reads it"),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny() -> torch.nn.Module:
+    return load_model("tiny-random").model
+
+
+@pytest.mark.parametrize("name", ENGINE_WRONG)
+def test_a_wrong_gather_stops_generate_naming_the_part_the_call_and_the_value(name: str, tiny) -> None:
+    fn, message = ENGINE_WRONG[name]
+    with pytest.raises(PartError, match=r"^your gather_kv \(my_engine/gather.py\): the step's sequence 0, its K: "
+                                        r"gather_kv\(k_cache, \[\d+, \d+\], 6\)[ :].*" + message):
+        generate(tiny, [[5, 6, 7, 8, 9, 10], [11, 12, 13]], 3, block_size=4, backend=gather_attention(fn))
+
+
+def test_right_gathers_decode_as_the_torch_path_does(tiny) -> None:
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13], list(range(20, 37))]
+    shipped = generate(tiny, prompts, 5, block_size=3).tokens
+    for name, fn in GATHER_RIGHT.items():
+        result = generate(tiny, prompts, 5, block_size=3, backend=gather_attention(fn, name))
+        assert result.tokens == shipped and result.attention == {"prefill": f"custom:{name}", "decode": f"custom:{name}"}
 
 
 # --- online softmax --------------------------------------------------------------------------------

@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from pagedkv_edu.core.block_manager import BlockManager
 from pagedkv_edu.core.prefix_cache import PrefixHit
-from pagedkv_edu.core.request import Request
-from pagedkv_edu.exercises.ch7 import COW_CASES, HIDDEN_COW_CASES, _ref_counts, check_append_with_cow, try_append_with_cow
+from pagedkv_edu.core.request import Request, SamplingParams
+from pagedkv_edu.engine.beam import BeamSearchParams, beam_search
+from pagedkv_edu.engine.engine import LLMEngine
+from pagedkv_edu.engine.guards import PartError
+from pagedkv_edu.exercises.ch2 import MANAGER_BLOCK_SIZES, MANAGER_CASES, check_block_manager
+from pagedkv_edu.exercises.ch7 import (
+    COW_CASES,
+    HIDDEN_COW_CASES,
+    SHARING_CASES,
+    SHARING_RUNS,
+    SHARING_SETTINGS,
+    _ref_counts,
+    check_append_with_cow,
+    check_sharing_manager,
+    run_hidden,
+    sharing_machine,
+    try_append_with_cow,
+    try_sharing_manager,
+)
+from pagedkv_edu.exercises.my_engine import load_parts, mark_passed, why_not_passed
+from pagedkv_edu.exercises.solutions import block_manager as chapter2_solution
+from pagedkv_edu.exercises.solutions import sharing_manager as sharing_solution
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow
+from pagedkv_edu.model import load_model
 
 
 # --- the solutions agree with the package ----------------------------------------------------
@@ -428,3 +454,409 @@ def test_beam_checker_stub_and_try(capsys: pytest.CaptureFixture[str]) -> None:
     assert seen["result"] == [[0, 1, 2], [0, 1, 2], [0, 1, 3], [0, 1, 2]]
     assert seen["ref_counts_after"][:6] == [4, 4, 3, 1, 0, 0] and sorted(seen["free_blocks_after"]) == [4, 5, 6, 7]
     assert isinstance(try_regroup_beams(not_yet, 1)["result"], NotImplementedError)
+
+
+# --- your block manager, with sharing: chapter 2's file, with fork and copy-on-write ----------------
+SHARING = "BlockManager: fork and copy-on-write（分岔與寫入時複製）"
+
+# Right answers in other styles: whole files a reader might save (neither imports chapter 2's solution).
+SHARING_RIGHT = {
+    "from scratch: ceil, a block at a time, copies filtered in a loop": '''
+import math
+
+from pagedkv_edu.core.block_manager import ManagerBase
+from pagedkv_edu.core.prefix_cache import NO_HIT
+
+
+class BlockManager(ManagerBase):
+    def _blocks(self, tokens):
+        return math.ceil(tokens / self.block_size)
+
+    def admit(self, seq, num_new_tokens, hit=NO_HIT):
+        need = self._blocks(num_new_tokens)
+        reserve = self.watermark_blocks if len(self.held) > 0 else 0
+        if need + reserve > self.pool.num_free:
+            return None
+        self.held[seq] = [self.pool.allocate()[0] for _ in range(need)]
+        return list(self.held[seq])
+
+    def fork(self, parent, child):
+        ids = self.held[parent]
+        for block in ids:
+            self.pool.incref(block)
+        self.held[child] = ids[:]
+        return self.held[child]                  # nobody reads what fork returns
+
+    def grow(self, seq, num_new_tokens):
+        table = self.held[seq]
+        missing = self._blocks(seq.num_computed_tokens + num_new_tokens) - len(table)
+        writes_shared = (num_new_tokens > 0 and seq.num_computed_tokens % self.block_size > 0
+                         and self.pool.ref_counts[table[-1]] >= 2)
+        if missing + (1 if writes_shared else 0) > self.pool.num_free:
+            return None
+        gained = []
+        if writes_shared:
+            mine = self.pool.allocate()[0]
+            old = table.pop()
+            self.pool.free(old)
+            table.append(mine)
+            self.copies.copy.append((old, mine))
+            gained.append(mine)
+        for _ in range(missing):
+            block = self.pool.allocate()[0]
+            table.append(block)
+            gained.append(block)
+        return gained
+
+    def release(self, seq):
+        table = self.held.pop(seq)
+        out = []
+        for block in reversed(table):
+            self.pool.free(block)
+            out.append(block)
+        kept = []
+        for src, dst in self.copies.copy:
+            if self.pool.ref_counts[dst] > 0:
+                kept.append((src, dst))
+        self.copies.copy = kept
+        return out
+''',
+    "slices and sets: the copy's block taken with the new ones, the freed blocks' copies dropped": '''
+from pagedkv_edu.core.block_manager import ManagerBase
+from pagedkv_edu.core.block_table import blocks_needed
+
+
+class BlockManager(ManagerBase):
+    def admit(self, seq, num_new_tokens, hit=None):
+        need = -(-num_new_tokens // self.block_size)
+        if self.pool.num_free - need < (self.watermark_blocks if self.held else 0):
+            return None
+        self.held[seq] = self.pool.allocate(need)
+        return self.held[seq][:]
+
+    def fork(self, parent, child):
+        self.held[child] = [block for block in self.held[parent]]
+        list(map(self.pool.incref, self.held[child]))
+
+    def grow(self, seq, num_new_tokens):
+        table, size = self.held[seq], self.block_size
+        tail = seq.num_computed_tokens % size
+        cow = bool(num_new_tokens and tail and self.pool.ref_counts[table[-1]] != 1)
+        extra = blocks_needed(seq.num_computed_tokens + num_new_tokens, size) - len(table)
+        if self.pool.num_free < extra + cow:
+            return None
+        taken = self.pool.allocate(extra + cow)
+        if cow:
+            self.copies.copy += [(table[-1], taken[0])]
+            self.pool.free(table[-1])
+            table[-1:] = taken[:1]
+        table.extend(taken[1:] if cow else taken)
+        return taken
+
+    def release(self, seq):
+        freed = self.held.pop(seq)[::-1]
+        self.pool.free_all(freed)
+        gone = {block for block in freed if self.pool.ref_counts[block] == 0}
+        self.copies.copy = [pair for pair in self.copies.copy if pair[1] not in gone]
+        return freed
+''',
+}
+
+# Wrong answers: the solution with one mistake each (most switch one rule of its grow off), and the hint that
+# names it.
+SHARING_WRONG_HEADER = '''
+from pagedkv_edu.core.block_table import blocks_needed
+from pagedkv_edu.exercises.solutions.block_manager import BlockManager as Chapter2
+from pagedkv_edu.exercises.solutions.sharing_manager import BlockManager as Solution
+
+
+class BlockManager(Solution):
+    def _grow(self, seq, n, *, partial_only=True, shared_only=True, drop=True, queue=True, fresh_first=True,
+              count_copy=True, check_first=True):
+        """The solution's grow, with one of its rules switched off by a flag."""
+        table, start = self.held[seq], seq.num_computed_tokens
+        end = start + self.check_new(seq, n, start)
+        copy = (n > 0 and bool(table) and (start % self.block_size != 0 or not partial_only)
+                and (self.pool.ref_counts[table[-1]] > 1 or not shared_only))
+        need = blocks_needed(end, self.block_size) - len(table)
+        if check_first and need + (copy if count_copy else 0) > self.pool.num_free:
+            return None
+        if not check_first and copy > self.pool.num_free:   # room for the copy only, checked
+            return None
+        new = []
+        if copy:
+            shared, (own,) = table[-1], self.pool.allocate(1)
+            if drop:
+                self.pool.free(shared)
+            table[-1] = own
+            if queue:
+                self.copies.copy.append((shared, own))
+            new.append(own)
+        if not check_first and need > self.pool.num_free:  # the new blocks checked after the copy
+            return None
+        appended = self.pool.allocate(need)
+        table += appended
+        return new + appended if fresh_first else appended + new
+'''
+
+SHARING_WRONG = {
+    "fork copies every block": ('''
+    def fork(self, parent, child):
+        table = self.held[parent]
+        own = self.pool.allocate(len(table))           # a copy of each block, at once
+        self.copies.copy += list(zip(table, own))
+        self.held[child] = own
+''', r"call: fork\('r0', 'r0.1'\).*hint: the fork gave 'r0.1' new blocks \[2, 3\]: a child shares every block of its "
+     r"parent \(\[0, 1\]\), each gaining a reference, and nothing is copied at fork"),
+    "fork takes no reference": ('''
+    def fork(self, parent, child):
+        self.held[child] = list(self.held[parent])     # the ids, but no reference
+''', r"call: fork\('r0', 'r0.1'\).*reference counts: block 0: yours 1, expected 2.*hint: 'r0.1' names blocks \[0, 1\], "
+     r"but their reference counts did not rise"),
+    "copy-on-write writes in place": ('''
+    def grow(self, seq, n):
+        return Chapter2.grow(self, seq, n)             # chapter 2's grow: no copy
+''', r"call: grow\('r0.1', 1\).*hint: block 1 is shared \(reference count 4\) and holds only 2 tokens of 4: writing "
+     r"'r0.1''s new token into it shows it to the other sequences"),
+    "the shared block keeps its reference": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, drop=False)
+''', r"call: grow\('r0.1', 1\).*hint: the copy took block 2, but block 1 kept 'r0.1''s reference \(yours 4, expected "
+     r"3\)"),
+    "the copy is not queued": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, queue=False)
+''', r"call: grow\('r0.1', 1\).*queued copies \(self.copies.copy\): yours \[\], expected \[\(1, 2\)\].*hint: block 2 "
+     r"took block 1's place but holds none of its K/V yet"),
+    "a full last block copied": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, partial_only=False)
+''', r"call: grow\('c', 1\).*hint: 'c''s last block 5 is full \(8 tokens, a multiple of 4\): the new tokens go to new "
+     r"blocks"),
+    "the fresh block last": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, fresh_first=False)
+''', r"call: grow\('c', 5\).*returned: yours \[0, 7\], expected \[7, 0\].*hint: grow returns the fresh block 7 first"),
+    "a refusal that half-applies a copy": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, check_first=False)
+''', r"call: grow\('c', 3\).*hint: it returned None, but the copy-on-write was already made"),
+    "the copy's block not counted": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, count_copy=False)
+''', r"call: grow\('c', 1\).*raised OutOfBlocksError.*hint: the copy of block 1 takes a free block too: 'c' needs 0 "
+     r"new blocks and one for the copy, 1 in all, and 0 are free"),
+    "an unshared block copied": ('''
+    def grow(self, seq, n):
+        return self._grow(seq, n, shared_only=False)
+''', r"call: grow\('a', 1\).*hint: nobody else holds block 1 \(reference count 1\): 'a' writes into it in place"),
+    "a release keeps the queued copy": ('''
+    def release(self, seq):
+        return Chapter2.release(self, seq)             # the copies into freed blocks stay queued
+''', r"call: release\('c'\).*hint: the copy \(2, 7\) is still queued, but this release freed block 7"),
+    "fork by alias": ('''
+    def fork(self, parent, child):
+        for block in self.held[parent]:
+            self.pool.incref(block)
+        self.held[child] = self.held[parent]           # the parent's list itself
+''', r"call: fork\('r0', 'r0.1'\).*'r0.1''s table is 'r0''s own list object, not a copy"),
+}
+
+
+def _save_manager(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "my_engine" / "block_manager.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(source)
+    return path
+
+
+def test_the_sharing_solution_passes_is_marked_and_grades_in_a_few_seconds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save_manager(tmp_path, Path(sharing_solution.__file__).read_text())
+    started = time.perf_counter()
+    assert check_sharing_manager(path) is True
+    assert time.perf_counter() - started < 10          # the notebook runs it (about 1.5 s when the machine is idle)
+    out = capsys.readouterr().out
+    assert out.startswith(f"✓ {SHARING}: passed ({len(MANAGER_CASES) + len(SHARING_CASES)} cases from the text "
+                          f"and {SHARING_RUNS} hidden")
+    assert why_not_passed(path, "7") is None and load_parts(path.parent, quiet=True).card.yours == ["block_manager"]
+
+
+@pytest.mark.parametrize("name", SHARING_RIGHT)
+def test_the_sharing_grader_accepts_right_answers_in_other_styles(name: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_sharing_manager(_save_manager(tmp_path, SHARING_RIGHT[name])) is True, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", SHARING_WRONG)
+def test_the_sharing_grader_rejects_each_mistake_with_its_hint(name: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    body, hint = SHARING_WRONG[name]
+    path = _save_manager(tmp_path, SHARING_WRONG_HEADER + body)
+    assert check_sharing_manager(path) is False
+    out = capsys.readouterr().out
+    assert out.startswith(f"✗ {SHARING}: failed") and why_not_passed(path, "7") is not None
+    assert re.search(hint, out, re.S), out
+    others = [h for n, (_, h) in SHARING_WRONG.items() if n != name]
+    assert not any(re.search(h.split(".*", 1)[-1].split("hint: ", 1)[-1], out, re.S) for h in others), out
+
+
+def test_the_sharing_hidden_runs_catch_what_the_shown_cases_miss(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A bit mask finds a partly filled block right at the text's block sizes 4 and 16, wrong at 5: only a hidden
+    case shows it."""
+    path = _save_manager(tmp_path, SHARING_WRONG_HEADER + '''
+    def grow(self, seq, n):
+        table, start, size = self.held[seq], seq.num_computed_tokens, self.block_size
+        if n and start & (size - 1) and self.pool.ref_counts[table[-1]] > 1:
+            return Solution.grow(self, seq, n)
+        return Chapter2.grow(self, seq, n)
+''')
+    assert check_sharing_manager(path) is False
+    out = capsys.readouterr().out
+    assert "hidden case" in out and "(seeded random calls), call" in out and "the chapter's demo" not in out
+    assert "shared blocks (reference counts) {" in out and "hint: block " in out
+    assert check_sharing_manager(path) is False and capsys.readouterr().out == out   # derandomized: the same case
+
+
+def test_the_sharing_hidden_runs_cover_forks_copies_and_refusals() -> None:
+    """At every block size: forks of partly filled blocks, copies (some with new blocks after them), the last holder
+    writing in place, full shared blocks grown without a copy, refusals that would need a copy, sharers released
+    (one with its copy still queued)."""
+    seen: Counter = Counter()
+    shared_once: set[tuple[int, int]] = set()
+
+    class Recorder(sharing_solution.BlockManager):
+        def fork(self, parent, child):
+            super().fork(parent, child)
+            shared_once.update((id(self), b) for b in self.held[parent])
+            seen["fork", "partly filled" if parent.num_computed_tokens % self.block_size else "full"] += 1
+
+        def grow(self, seq, n):
+            table, size = self.held[seq], self.block_size
+            last = table[-1] if table else None
+            partial = n > 0 and seq.num_computed_tokens % size != 0
+            refs = self.pool.ref_counts[last] if last is not None else 0
+            new = super().grow(seq, n)
+            if refs > 1 and partial:
+                seen["write into a shared block", "refused" if new is None else "copied", size] += 1
+                seen["copy and new blocks"] += new is not None and len(new) > 1
+            elif refs > 1 and n:
+                seen["full shared block grown", "refused" if new is None else "no copy"] += 1
+            elif partial and (id(self), last) in shared_once and new is not None:
+                seen["last holder writes in place"] += 1
+            return new
+
+        def release(self, seq):
+            queued, shares = len(self.copies.copy), max(self.pool.ref_counts[b] for b in self.held[seq] or [0]) > 1
+            released = super().release(seq)
+            seen["sharer released"] += shares
+            seen["queued copy dropped"] += len(self.copies.copy) < queued
+            return released
+
+    assert run_hidden(Recorder, Path("unused"), sharing_machine, SHARING_SETTINGS) == []
+    assert seen["fork", "partly filled"] > 50 and seen["fork", "full"] > 50
+    assert all(seen["write into a shared block", "copied", size] > 0 for size in MANAGER_BLOCK_SIZES if size > 1)
+    assert sum(v for k, v in seen.items() if k[:2] == ("write into a shared block", "refused")) > 20
+    assert seen["copy and new blocks"] > 5 and seen["last holder writes in place"] > 20
+    assert seen["full shared block grown", "no copy"] > 10 and seen["full shared block grown", "refused"] > 10
+    assert seen["sharer released"] > 50 and seen["queued copy dropped"] > 5
+
+
+def test_the_stub_a_chapter_2_file_and_an_unwritten_fork_say_so(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    stub = '''
+from pagedkv_edu.core.block_manager import ManagerBase
+
+
+class BlockManager(ManagerBase):
+    def admit(self, seq, num_new_tokens, hit=None):
+        raise NotImplementedError("your turn")
+
+    def grow(self, seq, num_new_tokens):
+        raise NotImplementedError("your turn")
+
+    def release(self, seq):
+        raise NotImplementedError("your turn")
+
+    def fork(self, parent, child):
+        raise NotImplementedError("your turn")
+'''
+    path = _save_manager(tmp_path, stub)
+    assert check_sharing_manager(path) is False
+    assert capsys.readouterr().out == (f"○ {SHARING}: not solved yet (admit is not written yet: it raises "
+                                       "NotImplementedError). Write your version above and run the cell again.\n")
+    _save_manager(tmp_path, Path(chapter2_solution.__file__).read_text())
+    assert check_block_manager(path) is True and why_not_passed(path, "2") is None
+    capsys.readouterr()
+    assert check_sharing_manager(path) is False
+    out = capsys.readouterr().out
+    assert out.startswith(f"✗ {SHARING}: failed") and "defines no fork: it is chapter 2's manager" in out
+    assert why_not_passed(path, "2") is None           # chapter 2's pass stands: the file did not change
+    _save_manager(tmp_path, SHARING_WRONG_HEADER + "\n    def fork(self, parent, child):\n"
+                                                   "        raise NotImplementedError\n")
+    assert check_sharing_manager(path) is False
+    assert capsys.readouterr().out.startswith(f"○ {SHARING}: not solved yet (fork is not written yet")
+    assert check_sharing_manager(tmp_path / "nowhere.py") is False
+    assert "nowhere.py does not exist: run the %%writefile cell above" in capsys.readouterr().out
+
+
+def test_try_sharing_manager_returns_every_call_with_both_answers(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save_manager(tmp_path, SHARING_WRONG_HEADER + SHARING_WRONG["the copy is not queued"][0])
+    tried = try_sharing_manager(path, 0)
+    assert capsys.readouterr().out == "" and tried["case"] == SHARING_CASES[0].name
+    calls = {c["call"]: c for c in tried["calls"]}
+    assert calls["grow('r0.1', 1)"]["yours"] == [2] and calls["grow('r0.1', 1)"]["expected"] == [2]
+    assert calls["grow('r0.1', 1)"]["your_copies"] == [] and calls["grow('r0.1', 1)"]["expected_copies"] == [(1, 2)]
+    assert calls["fork('r0', 'r0.3')"]["expected_shared"] == {0: 4, 1: 4}
+    assert calls["take_copies()"]["expected"] == [(1, 2), (1, 3), (1, 4)]
+
+
+# --- a passing file runs the engine's parallel sampling and beam search --------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random")
+
+
+def _sample_and_search(tiny, engine) -> tuple:
+    """n = 3 seeded samples over a prompt that ends inside a block (each sample's first token copies it), then a
+    beam search of 3: the tokens, every step's block tables, the copies."""
+    prompt = list(range(5, 16))              # 11 tokens, blocks of 4: the last block is partly filled
+    sampling = engine()
+    sampling.add_request(prompt, SamplingParams(max_tokens=6, temperature=0.8, seed=7, n=3, ignore_eos=True))
+    tables, copies, samples = [], [], []
+    while sampling.has_unfinished:
+        for out in sampling.step():
+            samples = [c.token_ids for c in out.completions]
+        tables.append({k: t.block_ids for k, t in sampling.memory.tables.items()})
+        copies.append(sampling.last_step.copies.copy)
+    beams = beam_search(engine(), prompt, BeamSearchParams(num_beams=3, max_tokens=6, ignore_eos=True))
+    return samples, tables, copies, beams.token_ids, [f.tables for f in beams.frames], beams.num_copies
+
+
+def test_a_passing_file_serves_samples_and_beams_as_the_shipped_engine(tiny, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save_manager(tmp_path, SHARING_RIGHT["from scratch: ceil, a block at a time, copies filtered in a loop"])
+    assert check_sharing_manager(path) is True
+    parts = load_parts(tmp_path / "my_engine", quiet=True)
+    assert parts.card.yours == ["block_manager"] and parts.manager_class.__module__.startswith("reader_")
+    settings = dict(kv_budget_tokens=64 * 4, block_size=4, max_seq_len=64)
+    yours = _sample_and_search(tiny, lambda: parts.engine(tiny.model, tiny.tokenizer, **settings))
+    shipped = _sample_and_search(tiny, lambda: LLMEngine(tiny.model, tiny.tokenizer, **settings))
+    assert yours == shipped
+    samples, tables, copies, _, frames, num_copies = shipped
+    assert len({tuple(s) for s in samples}) == 3 and len(samples[0]) == 6
+    assert sum(map(len, copies)) == 2 and num_copies > 0          # two samples copy the prompt's last block
+    assert len(tables[1]) == 3 and len({tuple(ids[:2]) for ids in tables[1].values()}) == 1   # the prompt shared
+
+
+def test_a_chapter_2_file_is_stopped_inside_the_engine_when_a_request_forks(
+        tiny, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mark_passed(_save_manager(tmp_path, Path(chapter2_solution.__file__).read_text()))   # chapter 2's, passed
+    parts = load_parts(tmp_path / "my_engine", quiet=True)
+    engine = parts.engine(tiny.model, tiny.tokenizer, kv_budget_tokens=64 * 4, block_size=4, max_seq_len=64)
+    assert engine.generate([list(range(5, 16))], SamplingParams(max_tokens=3), use_tqdm=False)[0].completions
+    with pytest.raises(PartError, match=r"^your block manager \(my_engine/block_manager\.py\): fork\(1, 'r1\.1'\) "
+                                        r"raised ValueError: .*needs fork \(chapter 7\)"):
+        engine.generate([list(range(5, 16))], SamplingParams(max_tokens=3, n=3), use_tqdm=False)

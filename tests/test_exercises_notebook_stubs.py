@@ -106,3 +106,15 @@ def test_chapter_6s_scheduler_stub_imports_what_it_uses_and_gives_nothing_away()
     assert code[-1].strip().startswith("raise NotImplementedError")
     moves = ("for ", "while ", "if ", "popleft", "append", "return ", ".grow(", ".admit(", ".lookup(", ".preempt(")
     assert not [m for m in moves if any(m in line for line in code)], code
+
+
+def test_chapter_3s_gather_stub_imports_what_it_uses_and_gives_nothing_away() -> None:
+    """The saved stub is a file that imports torch and defines ``gather_kv``; its code holds none of the moves."""
+    sources = ["".join(cell["source"])
+               for cell in json.loads((NOTEBOOKS / "03_paged_attention_torch.ipynb").read_text())["cells"]]
+    stub = next(s for s in sources if s.startswith("%%writefile my_engine/gather.py\n"))
+    assert "import torch\n" in stub and "\ndef gather_kv(cache: torch.Tensor, block_table" in stub
+    code = [line for line in stub.splitlines()[1:] if line.strip() and not line.lstrip().startswith(("#", '"""'))]
+    assert code[-1].strip() == 'raise NotImplementedError("your turn")'
+    moves = ("//", "%", "*", "reshape", "view", "flatten", "index", "arange", "for ", "return ")
+    assert not [m for m in moves if any(m in line for line in code)], code

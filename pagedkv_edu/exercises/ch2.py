@@ -446,15 +446,15 @@ class ManagerPair:
         seq = self.record(op)
         if op.kind == "grow":          # the step's new tokens are on the record before the memory is asked
             seq.output_token_ids += [0] * max(0, seq.num_computed_tokens + op.tokens - seq.num_tokens)
-        args = (seq,) if op.kind == "release" else (seq, op.tokens)
+        args = self.arguments(op, seq)
         counts = {s.seq_id: s.num_computed_tokens for s in self.records.values()}
-        before = read_state(self.expected)
+        before = self.read(self.expected)
         step = Step(op, seq.num_computed_tokens, counts, before, None, before)
         step.expected = getattr(self.expected, op.kind)(*args)
-        step.expected_state = read_state(self.expected)
+        step.expected_state = self.read(self.expected)
         self.steps.append(step)
         try:
-            before_yours = read_state(self.yours)
+            before_yours = self.read(self.yours)
         except BrokenState as exc:      # only a constructor of the reader's can leave it so
             step.problems = [str(exc)]
             return step
@@ -464,7 +464,7 @@ class ManagerPair:
         except Exception as exc:   # noqa: BLE001 (the reader's code may raise anything: a failure, named)
             step.yours = exc
         try:
-            step.your_state = read_state(self.yours)
+            step.your_state = self.read(self.yours)
         except BrokenState as exc:
             step.problems = [str(exc)]
             return step
@@ -478,6 +478,14 @@ class ManagerPair:
         if not step.problems:
             self.advance(step)
         return step
+
+    def arguments(self, op: Op, seq: Request) -> tuple[Any, ...]:
+        """What the call ``op`` passes the managers (a chapter that adds calls adds their arguments)."""
+        return (seq,) if op.kind == "release" else (seq, op.tokens)
+
+    def read(self, manager: ManagerBase) -> MemoryState:
+        """What the comparison reads of a manager after each call (a chapter that adds state reads it too)."""
+        return read_state(manager)
 
     def advance(self, step: Step) -> None:
         """Play the scheduler after a call, by the package's answer: count the tokens granted; a released record
@@ -513,10 +521,15 @@ class ManagerPair:
                                                                                     theirs.ref_counts)) if m != t]
         if refs:
             lines.append("reference counts: " + clip(", ".join(refs), 120))
+        lines += self.more_differences(step)
         if not lines:
             return []
         hint = self.hint(step, answer, before_yours)
         return lines + ([f"hint: {hint}"] if hint else [])
+
+    def more_differences(self, step: Step) -> list[str]:
+        """What else differs after a call that agreed on the answer, tables, free queue and counts (none here)."""
+        return []
 
     def hint(self, step: Step, answer: list[int] | None, before_yours: MemoryState) -> str | None:
         """The cause, when the difference is one of the known mistakes; else None (the diff speaks)."""
@@ -698,19 +711,22 @@ class Mismatch(Exception):
         self.lines = lines
 
 
-def build_pair(cls: type, case: ManagerCase, path: Path, where: str) -> ManagerPair:
-    """Both managers over the case's pool; a reader's constructor that fails is a :class:`Mismatch`, named."""
+def build_pair(cls: type, case: ManagerCase, path: Path, where: str,
+               pair: type[ManagerPair] = ManagerPair) -> ManagerPair:
+    """Both managers over the case's pool (compared by ``pair``); a reader's constructor that fails is a
+    :class:`Mismatch`, named."""
     try:
-        return ManagerPair(cls, case, path)
+        return pair(cls, case, path)
     except Exception as exc:   # noqa: BLE001 (the reader's constructor)
         raise Mismatch([f"{where}: BlockManager(pool, None, watermark_blocks={case.watermark_blocks}) "
                         f"{describe_exception(exc)} (ManagerBase's constructor takes these: keep it)"]) from exc
 
 
-def run_case(cls: type, case: ManagerCase, path: Path, where: str) -> list[str]:
+def run_case(cls: type, case: ManagerCase, path: Path, where: str,
+             pair: type[ManagerPair] = ManagerPair) -> list[str]:
     """The lines explaining the case's first difference, or [] when every call agrees."""
     try:
-        pair = build_pair(cls, case, path, where)
+        pair = build_pair(cls, case, path, where, pair)
     except Mismatch as exc:
         return exc.lines
     for op in case.ops:
@@ -720,8 +736,9 @@ def run_case(cls: type, case: ManagerCase, path: Path, where: str) -> list[str]:
     return []
 
 
-def hidden_machine(cls: type, path: Path) -> type[RuleBasedStateMachine]:
-    """A state machine that drives ``cls`` and the package's manager with the same random calls."""
+def hidden_machine(cls: type, path: Path, pair: type[ManagerPair] = ManagerPair) -> type[RuleBasedStateMachine]:
+    """A state machine that drives ``cls`` and the package's manager with the same random calls, compared by
+    ``pair``; a chapter that adds calls subclasses it with rules of its own."""
 
     runs = [0]
 
@@ -744,7 +761,7 @@ def hidden_machine(cls: type, path: Path) -> type[RuleBasedStateMachine]:
             order = random.Random(seed).sample(range(num_blocks), num_blocks)
             case = ManagerCase(f"hidden case {runs[0]}", num_blocks, size,
                                tuple(order[:max(1, num_blocks - held_elsewhere)]), watermark_blocks=watermark)
-            self.pair = build_pair(cls, case, path, case.name)
+            self.pair = build_pair(cls, case, path, case.name, pair)
             self.next_id = 0
 
         @property
@@ -840,11 +857,13 @@ def without_local_constants() -> Iterator[None]:
         cache.cache.clear()
 
 
-def run_hidden(cls: type, path: Path) -> list[str]:
-    """The hidden runs: the lines explaining the first difference, or [] when every call agreed."""
+def run_hidden(cls: type, path: Path, machine: Callable[[type, Path], type[RuleBasedStateMachine]] = hidden_machine,
+               runs: settings = HIDDEN_SETTINGS) -> list[str]:
+    """The hidden runs of ``machine`` (chapter 2's, or a later chapter's) under ``runs``: the lines explaining the
+    first difference, or [] when every call agreed."""
     try:
         with without_local_constants():
-            run_state_machine_as_test(hidden_machine(cls, path), settings=HIDDEN_SETTINGS)
+            run_state_machine_as_test(machine(cls, path), settings=runs)
     except Exception as exc:   # noqa: BLE001 (a Mismatch, or the reader's code failing the run some other way)
         found = _first_mismatch(exc)
         if found is None:

@@ -11,12 +11,26 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
+from ..attention.reference import gather_kv as shipped_gather_kv
+from ..attention.reference import prefix_causal_sdpa
+from ..engine.guards import PartError
+from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, edge_length, random_table
-from .grading import Raised, Reader, grade, seeded, short
+from .grading import Raised, Reader, describe_exception, grade, seeded, short
+from .my_engine import PARTS, load_file, mark_passed
 from .solutions import ch3 as reference
+
+GatherFn = Callable[[torch.Tensor, Sequence[int], int], torch.Tensor]
+"""A gather: ``gather_kv(cache, block_table, seq_len) -> [seq_len, num_kv_heads, head_dim]`` in the cache's dtype."""
+
+GATHER_NAME = "gather_kv（經由區塊表收集 K/V）"
+GATHER_FILE = PARTS["gather"].path()
+"""Where chapter 3 saves the reader's gather (``my_engine/gather.py``, relative to the notebooks)."""
 
 MAX_SHOWN = 4  # wrong positions printed per failing case
 
@@ -90,12 +104,12 @@ def _slot_of(row: torch.Tensor, flat: torch.Tensor) -> int | None:
     return int(hits[0]) if len(hits) else None
 
 
-def _describe_slot(slot: int | None, row: torch.Tensor, case: GatherCase) -> str:
+def _describe_slot(slot: int | None, row: torch.Tensor, block_size: int, owned: Sequence[int]) -> str:
+    """``slot 23 (block 5, offset 3, a block this sequence does not own)``: where a row came from."""
     if slot is None:
         first = float(row.flatten()[0]) if row.numel() else math.nan
         return f"a row that is not any slot's (first value {first:.4g})"
-    block, offset = divmod(slot, case.block_size)
-    owned = case.block_table[: -(-case.seq_len // case.block_size)]
+    block, offset = divmod(slot, block_size)
     mine = "" if block in owned else ", a block this sequence does not own"
     return f"slot {slot} (block {block}, offset {offset}{mine})"
 
@@ -130,51 +144,139 @@ def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
         return []
     flat = cache.reshape(-1, case.num_kv_heads, case.head_dim)
     slots = [_slot_of(got[p], flat) for p in range(case.seq_len)]
+    owned = case.block_table[: -(-case.seq_len // case.block_size)]
     lines = []
     if all(s is not None for s in slots):
         cause = diagnose_slots(case.block_table, case.block_size, range(case.seq_len), slots)
         lines += [cause] if cause else []
     lines.append(f"{len(wrong)} of {case.seq_len} positions wrong")
     for p in wrong[:MAX_SHOWN]:
-        lines.append(f"  position {p}: expected {_describe_slot(_slot_of(expected[p], flat), expected[p], case)}, "
-                     f"got {_describe_slot(slots[p], got[p], case)}")
+        lines.append(f"  position {p}: expected "
+                     f"{_describe_slot(_slot_of(expected[p], flat), expected[p], case.block_size, owned)}, "
+                     f"got {_describe_slot(slots[p], got[p], case.block_size, owned)}")
     if len(wrong) > MAX_SHOWN:
         lines.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
     return lines
 
 
-def check_gather_kv(fn: Callable[[torch.Tensor, Sequence[int], int], torch.Tensor]) -> bool:
-    """Grade ``fn(cache, block_table, seq_len) -> [seq_len, num_kv_heads, head_dim]`` in the cache's dtype."""
-    return grade("gather_kv（經由區塊表收集 K/V）", fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)
+def _gather_in(path: str | Path) -> tuple[GatherFn | None, str]:
+    """The ``gather_kv`` a reader's file defines, or None and why not, in words the grader prints."""
+    path = Path(path)
+    if not path.exists():
+        return None, f"{path} does not exist: run the %%writefile cell above, which saves your gather there"
+    try:
+        module = load_file(path)
+    except Exception as error:   # the reader's file may raise anything as it is imported
+        return None, f"importing {path} {describe_exception(error)}"
+    fn = getattr(module, "gather_kv", None)
+    if not callable(fn):
+        return None, f"{path} defines no function gather_kv(cache, block_table, seq_len)"
+    if fn in (reference.gather_kv, shipped_gather_kv):
+        return None, f"{path} imports the shipped gather_kv instead of defining its own: write yours there"
+    return fn, ""
+
+
+def check_gather_kv(fn: GatherFn | str | Path) -> bool:
+    """Grade ``fn(cache, block_table, seq_len) -> [seq_len, num_kv_heads, head_dim]`` in the cache's dtype.
+
+    ``fn`` is the function, or the path of the file that defines it (``my_engine/gather.py``): a
+    file that passes is marked passed as it is now, and from then on chapter 5's decoder gathers
+    through it, for as long as the file stays unchanged
+    (:func:`~pagedkv_edu.exercises.my_engine.load_parts`, :func:`gather_attention`).
+    """
+    if not isinstance(fn, (str, Path)):
+        return grade(GATHER_NAME, fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)
+    gather, problem = _gather_in(fn)
+    if gather is None:
+        return report(GATHER_NAME, [problem])
+    if not grade(GATHER_NAME, gather, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather):
+        return False
+    mark_passed(fn)
+    print(f"  {fn} is marked passed: chapter 5's decoder gathers through it, for as long as the file stays as it is")
+    return True
 
 
 # --- the reader's gather, as the decoder's attention (chapter 5 and the last chapter) ---------------------
 
-def gather_attention(gather_kv: Callable[[torch.Tensor, Sequence[int], int], torch.Tensor],
-                     name: str = "your_gather") -> Callable[..., torch.Tensor]:
-    """An attention function (the engine's ``backend``) that gathers each sequence's K/V with the reader's
-    ``gather_kv`` and attends causally after its cached prefix: chapter 3's torch attention, in the model.
+def _gathered_problem(got: Any, cache: torch.Tensor, table: Sequence[int], length: int) -> str | None:
+    """What is wrong with a gather's answer for one sequence, or None.
 
-    What the gather hands back is checked before it is used: its shape and dtype, a sequence at a time.
+    A gather copies rows, so its answer must equal the shipped gather's bit for bit (NaN where a
+    slot holds NaN): any other value is a wrong row, and the message says which slot it came from.
     """
-    from ..attention.reference import prefix_causal_sdpa
+    want = shipped_gather_kv(cache, table, length)
+    if not isinstance(got, torch.Tensor):
+        return f"returned {short(got)}, not a tensor of shape {tuple(want.shape)}"
+    differ = [f"{what} {mine}, the engine needs {need}" for what, mine, need in (
+        ("shape", tuple(got.shape), tuple(want.shape)), ("dtype", got.dtype, want.dtype),
+        ("device", got.device, want.device)) if mine != need]
+    if differ:
+        hint = (" (whole blocks: the empty tail of the last block is not part of the sequence)"
+                if tuple(got.shape[1:]) == tuple(want.shape[1:]) and got.shape[0] == len(table) * cache.shape[1] else "")
+        return "returned " + "; ".join(differ) + hint
+    same = (got == want) | (got.isnan() & want.isnan())
+    wrong = (~same).flatten(1).any(1).nonzero().flatten().tolist()
+    if not wrong:
+        return None
+    block_size = cache.shape[1]
+    flat = cache.reshape(-1, *cache.shape[2:])
+    slots = [_slot_of(got[p], flat) for p in wrong]
+    p, slot = wrong[0], slots[0]
+    entry = p // block_size
+    line = (f"position {p} (table entry {entry}: block {table[entry]}, slot {table[entry] * block_size + p % block_size}) "
+            f"holds {_describe_slot(slot, got[p], block_size, table)}; {len(wrong)} of {length} positions wrong")
+    cause = diagnose_slots(table, block_size, wrong, slots) if None not in slots else None
+    return line + (f" ({cause})" if cause else "")
+
+
+def _writes(cache: torch.Tensor) -> int | None:
+    """How many in-place writes torch has counted on ``cache`` and its views; None for a tensor made under
+    ``torch.inference_mode``, which keeps no count."""
+    return None if cache.is_inference() else cache._version
+
+
+def gather_attention(gather_kv: GatherFn, name: str = "your_gather",
+                     part: str = f"your gather_kv ({GATHER_FILE})") -> Callable[..., torch.Tensor]:
+    """An attention function (the engine's ``backend``) that gathers each sequence's K/V with ``gather_kv``
+    and attends causally after its cached prefix: chapter 3's torch attention, in the model.
+
+    Each sequence with new tokens is gathered on its own, through the entries of its table that
+    its tokens fill, then :func:`~pagedkv_edu.attention.reference.prefix_causal_sdpa` runs: a
+    prompt causally, the rest of a prompt after its cached prefix, a decode token over everything.
+    A gather that passed its grader can still be wrong on a case the grader never drew, and inside
+    the model a wrong row gives wrong tokens with no error. So every answer is checked before it is
+    used (its shape, dtype and device, then every row against the shipped gather, bit for bit), and
+    so is the cache, which a gather must only read (torch's count of in-place writes; a cache made
+    under ``torch.inference_mode`` keeps none). The first failure stops the engine with a
+    :class:`~pagedkv_edu.engine.guards.PartError` that names ``part``, the sequence, the call and the
+    bad value; whatever the gather raises is reported the same way, its cause kept.
+    """
+    def gathered(cache: torch.Tensor, what: str, s: int, table: list[int], length: int) -> torch.Tensor:
+        call = f"the step's sequence {s}, its {what}: gather_kv({what.lower()}_cache, {short(table, 40)}, {length})"
+        version = _writes(cache)
+        try:
+            got = gather_kv(cache, table, length)
+        except Exception as exc:   # noqa: BLE001 (a reader's code can raise anything: name it, keep the cause)
+            raise PartError(f"{part}: {call} {describe_exception(exc)}") from exc
+        if _writes(cache) != version:
+            raise PartError(f"{part}: {call} wrote into the cache: a gather only reads it (every sequence's "
+                            f"K/V lives there)")
+        problem = _gathered_problem(got, cache, table, length)
+        if problem is not None:
+            raise PartError(f"{part}: {call}: {problem}")
+        return got
 
     def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                seq_lens: torch.Tensor, query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
-        out = torch.empty_like(q)
+        out = torch.zeros_like(q)
         starts, lens = query_start_loc.tolist(), seq_lens.tolist()
         for s, length in enumerate(lens):
             a, b = starts[s], starts[s + 1]
             if b == a:
                 continue
             table = block_tables[s, :-(-length // k_cache.shape[1])].tolist()
-            k, v = gather_kv(k_cache, table, length), gather_kv(v_cache, table, length)
-            want = (length, *k_cache.shape[2:])
-            for what, got in (("K", k), ("V", v)):
-                if not isinstance(got, torch.Tensor) or tuple(got.shape) != want or got.dtype != k_cache.dtype:
-                    shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-                    raise ValueError(f"your gather_kv (chapter 3) gave sequence {s}'s {what} as {shape}; the engine "
-                                     f"needs {want} in {k_cache.dtype}")
+            k = gathered(k_cache, "K", s, table, length)
+            v = gathered(v_cache, "V", s, table, length)
             out[a:b] = prefix_causal_sdpa(q[a:b], k, v, scale)
         return out
 

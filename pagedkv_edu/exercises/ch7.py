@@ -1,18 +1,57 @@
-"""Graders for chapter 7 (sharing blocks): copy-on-write, and beam search's fork and free.
+"""Graders for chapter 7 (sharing blocks): copy-on-write, beam search's fork and free, and the reader's manager.
 
 Copy-on-write's cases catch copying a block nobody else holds, copying a *full* shared block
 (a new block is enough), a reference to the shared block kept, and a write into it anyway.
+The reader's block manager file (``my_engine/block_manager.py``, chapter 2's methods and
+``fork``, with copy-on-write in ``grow``) is graded by chapter 2's machinery, call by call
+against the package's manager, with forks, sharers growing in turn, and the queued copies
+compared too. When it passes, the engine's parallel sampling and beam search run on it.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from ..checks import check_whole
-from .ch2 import HIDDEN_BLOCK_SIZES, explain_slot, growth_hint, random_table
+from ..core.block_manager import ManagerBase
+from ..core.block_pool import OutOfBlocksError
+from ..core.request import Request
+from . import report
+from .ch2 import (
+    HIDDEN_BLOCK_SIZES,
+    HIDDEN_SETTINGS,
+    MANAGER_CASES,
+    MANAGER_FILE,
+    BrokenState,
+    ManagerCase,
+    ManagerPair,
+    MemoryState,
+    NotLoaded,
+    Op,
+    Step,
+    admit,
+    explain_slot,
+    grow,
+    growth_hint,
+    hidden_machine,
+    is_stub,
+    load_manager_class,
+    plural,
+    random_table,
+    release,
+    run_case,
+    run_hidden,
+)
 from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short
+from .my_engine import mark_passed
 from .predict import check_prediction
 from .solutions import ch7 as reference
 
@@ -284,3 +323,427 @@ def check_saving_prediction(predicted_percent: float | None, measured_percent: f
     """Say whether the reader's predicted saving (in percent) is within ``tolerance`` points of the measured one."""
     return check_prediction("memory saved by sharing", "共享省下的記憶體", predicted_percent, measured_percent,
                             tolerance=tolerance, absolute=True, unit="%", why="the next cell explains the difference")
+
+
+# --- your block manager, with sharing (your turn 3): chapter 2's file grader, with fork and copy-on-write --------
+SHARING_NAME = "BlockManager: fork and copy-on-write（分岔與寫入時複製）"
+SHARING_RUNS = 100   # hidden runs of the state machine (derandomized, as chapter 2's), forks among the calls
+SHARING_STEPS = 40
+
+
+@dataclass(frozen=True)
+class ForkOp(Op):
+    """``fork(parent, child)``, as the engine calls it: ``seq`` is the child, a new record with the parent's tokens."""
+
+    parent: str = ""
+
+    def text(self) -> str:
+        return f"fork({self.parent!r}, {self.seq!r})"
+
+
+@dataclass(frozen=True)
+class TakeCopies(Op):
+    """A step's end: the engine takes the queued copies (``take_copies()``) and makes them before the forward pass."""
+
+    def text(self) -> str:
+        return "take_copies()"
+
+
+def fork(parent: str, child: str) -> ForkOp:
+    return ForkOp("fork", child, parent=parent)
+
+
+def take_copies() -> TakeCopies:
+    return TakeCopies("take_copies", "")
+
+
+SHARING_CASES: tuple[ManagerCase, ...] = (
+    ManagerCase("the chapter's demo: a 6-token prompt at block size 4 forked into three samples; each first token "
+                "copies block 1 but the last writer's, which finds it no longer shared", 8, 4, tuple(range(8)),
+                (admit("r0", 6, 6), fork("r0", "r0.1"), fork("r0", "r0.2"), fork("r0", "r0.3"), grow("r0.1", 1),
+                 grow("r0", 1), grow("r0.2", 1), grow("r0.3", 1), take_copies(), grow("r0.3", 1), grow("r0.3", 1),
+                 release("r0.1"), release("r0"), release("r0.2"), release("r0.3"))),
+    ManagerCase("a full shared last block: the next tokens go to new blocks, nothing is copied", 6, 4,
+                (3, 5, 0, 1, 2, 4),
+                (admit("p", 8, 8), fork("p", "c"), grow("c", 1), grow("p", 1), take_copies(), release("p"),
+                 release("c"))),
+    ManagerCase("beams that regroup: fork the beam chosen twice, grow every beam (copy-on-write), free the loser",
+                10, 4, tuple(range(10)),
+                (admit("b0", 5, 5), fork("b0", "b1"), grow("b0", 1), grow("b1", 1), take_copies(), release("b0"),
+                 fork("b1", "b2"), grow("b1", 1), grow("b2", 1), take_copies(), fork("b2", "b3"), grow("b1", 1),
+                 grow("b2", 1), grow("b3", 1), take_copies(), release("b2"), release("b1"), release("b3"))),
+    ManagerCase("refusals: a write into a shared block needs a free block for the copy; refused (None), nothing "
+                "changes", 4, 4, (0, 1, 2, 3),
+                (admit("p", 6, 6), fork("p", "c"), admit("q", 8, 8), grow("c", 1), release("q"), admit("r", 4, 4),
+                 grow("c", 3), grow("c", 1), grow("p", 1), take_copies(), release("c"), release("p"), release("r"))),
+    ManagerCase("a grow past the block's edge after a fork: the copy's fresh block first, then the new one; a release "
+                "drops the queued copy into the block it frees", 8, 4, (5, 2, 7, 0, 1, 3, 4, 6),
+                (admit("p", 6, 6), fork("p", "c"), grow("c", 5), grow("p", 2), release("c"), take_copies(),
+                 release("p"))),
+)
+
+
+@dataclass
+class SharedState(MemoryState):
+    """A manager's state with the copies it queued for the next forward pass, each ``(source, destination)``."""
+
+    copies: list[tuple[int, int]] = field(default_factory=list)
+
+
+class SharingPair(ManagerPair):
+    """Chapter 2's comparison, with forks, the step's end (``take_copies``) and the queued copies compared too.
+
+    The grader plays the scheduler's part of a fork: the child is a new record with the parent's
+    tokens and count (``Request.fork``); the manager gives it the parent's blocks.
+    """
+
+    def record(self, op: Op) -> Request:
+        if isinstance(op, ForkOp) and op.seq not in self.records:
+            parent = self.records[op.parent]
+            child = parent.fork(op.seq, len(self.records))
+            child.num_computed_tokens = parent.num_computed_tokens
+            self.records[op.seq] = child
+        return super().record(op)
+
+    def arguments(self, op: Op, seq: Request) -> tuple[Any, ...]:
+        return (self.records[op.parent], seq) if isinstance(op, ForkOp) else super().arguments(op, seq)
+
+    def read(self, manager: ManagerBase) -> SharedState:
+        state = super().read(manager)
+        try:
+            copies = [(int(src), int(dst)) for src, dst in manager.copies.copy]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise BrokenState(f"self.copies.copy must be the list of queued (source, destination) block pairs, which "
+                              f"the engine takes each step (take_copies); it holds {short(manager.copies)}") from exc
+        return SharedState(state.tables, state.free_queue, state.ref_counts, copies)
+
+    def do(self, op: Op) -> Step:
+        if not isinstance(op, TakeCopies):
+            return super().do(op)
+        counts = {s.seq_id: s.num_computed_tokens for s in self.records.values()}
+        before = self.read(self.expected)
+        step = Step(op, 0, counts, before, [tuple(pair) for pair in self.expected.take_copies().copy], before)
+        step.expected_state = self.read(self.expected)
+        self.steps.append(step)
+        try:
+            step.yours = [(int(src), int(dst)) for src, dst in self.yours.take_copies().copy]
+            step.your_state = self.read(self.yours)
+        except BrokenState as exc:
+            step.problems = [str(exc)]
+        except Exception as exc:   # noqa: BLE001 (only a reader's own take_copies or copies can fail here)
+            step.problems = [f"take_copies() {self.describe(exc)}: ManagerBase's take_copies hands the engine "
+                             f"self.copies and starts an empty one; keep it"]
+        else:
+            if step.yours != step.expected:
+                step.problems = [f"take_copies() handed the engine {step.yours}, expected {step.expected}"]
+        return step
+
+    def compare(self, step: Step, before_yours: MemoryState) -> list[str]:
+        op, yours = step.op, step.yours
+        if isinstance(op, ForkOp) and not isinstance(yours, BaseException):
+            step.yours = None          # fork answers nothing: what it returns is not read
+        if op.kind == "grow" and isinstance(yours, OutOfBlocksError) and self.writes_shared(step):
+            old = step.before.tables[op.seq]
+            need = -(-(step.tokens_before + op.tokens) // self.case.block_size) - len(old)
+            return [f"{op.text()} {self.describe(yours)}",
+                    f"hint: the copy of block {old[-1]} takes a free block too: {op.seq!r} needs "
+                    f"{plural(need, 'new block')} and one for the copy, {need + 1} in all, and "
+                    f"{len(step.before.free_queue)} are free. Count the copy's block before taking any, and return "
+                    f"None, changing nothing, when they do not fit"]
+        return super().compare(step, before_yours)
+
+    def writes_shared(self, step: Step) -> bool:
+        """Does this grow write into a shared, partly filled last block (so it needs a copy)?"""
+        old = step.before.tables.get(step.op.seq, [])
+        return (bool(old) and step.op.tokens > 0 and step.tokens_before % self.case.block_size != 0
+                and step.before.ref_counts[old[-1]] > 1)
+
+    def more_differences(self, step: Step) -> list[str]:
+        mine, theirs = step.your_state, step.expected_state
+        assert isinstance(mine, SharedState) and isinstance(theirs, SharedState)
+        lines = []
+        if mine.copies != theirs.copies:
+            lines.append(f"queued copies (self.copies.copy): yours {short(mine.copies, 70)}, expected "
+                         f"{short(theirs.copies, 70)}")
+        if isinstance(step.op, ForkOp):
+            held, parent, child = self.yours.held, self.records[step.op.parent], self.records[step.op.seq]
+            if child in held and held.get(parent) is held[child]:
+                lines.append(f"{step.op.seq!r}'s table is {step.op.parent!r}'s own list object, not a copy: when "
+                             f"either grows, the other's table changes too. Give the child a list of its own, with "
+                             f"the same ids")
+        return lines
+
+    # --- the causes --------------------------------------------------------------------------------------
+    def hint(self, step: Step, answer: list[int] | None, before_yours: MemoryState) -> str | None:
+        if isinstance(step.op, ForkOp):
+            return self.fork_hint(step)          # a fork answers None: chapter 2's refusal hints do not apply
+        found = (self.grow_hint(step, answer) if step.op.kind == "grow"
+                 else self.release_hint(step) if step.op.kind == "release" else None)
+        return found or super().hint(step, answer, before_yours)
+
+    def fork_hint(self, step: Step) -> str | None:
+        op, mine, before = step.op, step.your_state, step.before
+        assert isinstance(op, ForkOp) and isinstance(mine, SharedState) and isinstance(before, SharedState)
+        table, theirs = before.tables[op.parent], mine.tables.get(op.seq)
+        if theirs is None:
+            return f"{op.seq!r} holds no table after the fork: self.held must give the child's record its parent's ids"
+        fresh = [b for b in theirs if b not in table]
+        if fresh or mine.copies != before.copies:
+            return ((f"the fork gave {op.seq!r} new blocks {fresh}" if fresh else "the fork queued copies")
+                    + f": a child shares every block of its parent ({table}), each gaining a reference, and nothing "
+                      f"is copied at fork. A block is copied later, and only the one a write needs: a shared, partly "
+                      f"filled last block, when a sequence is about to write into it")
+        if theirs == table and any(mine.ref_counts[b] < step.expected_state.ref_counts[b] for b in table):
+            return (f"{op.seq!r} names blocks {table}, but their reference counts did not rise: every block a child "
+                    f"shares gains a reference (pool.incref). Without it, the first of the two to be released frees "
+                    f"blocks the other still reads, and the pool hands them to the next sequence")
+        return None
+
+    def grow_hint(self, step: Step, answer: list[int] | None) -> str | None:
+        op, mine, theirs, before = step.op, step.your_state, step.expected_state, step.before
+        assert isinstance(mine, SharedState) and isinstance(theirs, SharedState) and isinstance(before, SharedState)
+        old, size = before.tables.get(op.seq, []), self.case.block_size
+        if not old or op.tokens == 0:
+            return None
+        last, holders, free = old[-1], before.ref_counts[old[-1]], len(before.free_queue)
+        need = -(-(step.tokens_before + op.tokens) // size) - len(old)
+        ours = mine.tables.get(op.seq, [])
+        kept = mine.copies[:len(before.copies)] == before.copies
+        copied = mine.copies[len(before.copies):] if kept else mine.copies
+        swapped = len(ours) >= len(old) and ours[len(old) - 1] != last
+        if answer is None and (copied or swapped or mine.ref_counts[last] != holders):
+            return (f"it returned None, but the copy-on-write was already made (block {last}'s fresh copy taken, its "
+                    f"reference dropped, or the copy queued). A refusal changes nothing, a copy included: count the "
+                    f"copy's block with the new ones, compare with pool.num_free, and only then copy")
+        if holders == 1:
+            return (f"nobody else holds block {last} (reference count 1): {op.seq!r} writes into it in place. "
+                    f"Copy-on-write copies only a block another sequence also holds") if copied or swapped else None
+        if step.tokens_before % size == 0:
+            return (f"{op.seq!r}'s last block {last} is full ({step.tokens_before} tokens, a multiple of {size}): the "
+                    f"new tokens go to new blocks and nobody writes block {last} again, so it stays shared and "
+                    f"nothing is copied") if copied or swapped else None
+        # a write into a shared, partly filled last block
+        if step.expected is None:
+            return (f"{op.text()} needs {plural(need, 'new block')} and one more for the copy of block {last} "
+                    f"(shared, reference count {holders}): {need + 1} > {free} free, so it is refused (None), taking "
+                    f"nothing") if answer is not None else None
+        if answer is None:
+            return (f"{op.text()} needs {plural(need, 'new block')} and one more for the copy of block {last}: "
+                    f"{need + 1} <= {free} free, so it fits")
+        fresh = theirs.tables[op.seq][len(old) - 1]
+        if not swapped:
+            return (f"block {last} is shared (reference count {holders}) and holds only "
+                    f"{plural(step.tokens_before % size, 'token')} of {size}: writing {op.seq!r}'s "
+                    + ("new token into it shows it" if op.tokens == 1 else "new tokens into it shows them")
+                    + f" to the other sequences. First swap it in {op.seq!r}'s table for a fresh block (the "
+                    f"first id returned), drop {op.seq!r}'s reference to it, and queue ({last}, fresh) in "
+                    f"self.copies.copy: copy-on-write")
+        if ours != theirs.tables[op.seq]:
+            return None
+        if mine.ref_counts[last] > theirs.ref_counts[last]:
+            return (f"the copy took block {fresh}, but block {last} kept {op.seq!r}'s reference (yours "
+                    f"{mine.ref_counts[last]}, expected {theirs.ref_counts[last]}): {op.seq!r} no longer holds it, so "
+                    f"drop one reference (pool.free({last})), or it is never freed")
+        wanted = theirs.copies[len(before.copies):]
+        if copied == [(dst, src) for src, dst in wanted]:
+            return f"a copy is (source, destination): from the shared block {last} into the fresh {fresh}"
+        if not copied:
+            return (f"block {fresh} took block {last}'s place but holds none of its K/V yet: queue ({last}, {fresh}) "
+                    f"in self.copies.copy. The engine takes the queued copies (take_copies) and makes them before the "
+                    f"forward pass writes the new token")
+        if answer != step.expected:
+            return (f"grow returns the fresh block {fresh} first, then the blocks appended after it: the first new id "
+                    f"replaces the table's old last block") if fresh in answer else (
+                    f"the fresh block {fresh} is one of the ids the table gained: return it, first")
+        return None
+
+    def release_hint(self, step: Step) -> str | None:
+        mine, theirs = step.your_state, step.expected_state
+        assert isinstance(mine, SharedState) and isinstance(theirs, SharedState)
+        stale = [pair for pair in mine.copies if pair not in theirs.copies and mine.ref_counts[pair[1]] == 0]
+        if not stale or (mine.tables, mine.free_queue) != (theirs.tables, theirs.free_queue):
+            return None
+        src, dst = stale[0]
+        return (f"the copy ({src}, {dst}) is still queued, but this release freed block {dst}: nobody reads that copy, "
+                f"and block {dst} can be handed out again in this step, to a sequence whose own copy-on-write fills "
+                f"it. A release drops the queued copies into the blocks it frees")
+
+    # --- the report ----------------------------------------------------------------------------------------
+    def call_detail(self, step: Step) -> str:
+        op = step.op
+        if isinstance(op, ForkOp):
+            return (f" ({op.parent!r} holds {step.counts_before[op.parent]} tokens in "
+                    f"{step.before.tables.get(op.parent)}; {op.seq!r} is a new record with its tokens)")
+        detail = super().call_detail(step)
+        old = step.before.tables.get(op.seq, []) if op.kind == "grow" else []
+        if old and step.before.ref_counts[old[-1]] > 1:
+            used = step.tokens_before % self.case.block_size
+            detail = (detail[:-1] + f"; its last block {old[-1]} is shared, reference count "
+                      f"{step.before.ref_counts[old[-1]]}, " + (f"{used} of {self.case.block_size} slots filled)"
+                                                                 if used else "full)"))
+        return detail
+
+    def report(self, step: Step, where: str) -> list[str]:
+        lines = super().report(step, where)
+        for s in self.steps:        # a fork answers nothing: no "-> None" (which reads as a refusal)
+            if isinstance(s.op, ForkOp):
+                lines = [line.replace(f"{s.op.text()} -> None", s.op.text()) for line in lines]
+        before = step.before
+        assert isinstance(before, SharedState)
+        shared = {b: c for b, c in enumerate(before.ref_counts) if c > 1}
+        extra = ([f"shared blocks (reference counts) {shared}"] if shared else []) + (
+            [f"queued copies {before.copies}"] if before.copies else [])
+        at = next(i for i, line in enumerate(lines) if line.startswith("  before: "))
+        lines[at] += "".join(f", {text}" for text in extra)
+        return lines
+
+
+def sharing_machine(cls: type, path: Path) -> type[RuleBasedStateMachine]:
+    """Chapter 2's state machine, compared by :class:`SharingPair`, with the calls sharing adds: forks, every holder
+    of a shared last block growing in turn, sharers released, a pool crowded so that a copy is refused, step ends."""
+    base = hidden_machine(cls, path, SharingPair)
+
+    class Machine(base):    # type: ignore[misc, valid-type]
+        def sharers(self) -> list[list[Request]]:
+            """The live sequences grouped by the last block they share (two holders or more)."""
+            groups: dict[int, list[Request]] = {}
+            for seq in self.live():
+                ids = self.pair.expected.block_ids(seq)
+                if ids:
+                    groups.setdefault(ids[-1], []).append(seq)
+            return [group for group in groups.values() if len(group) > 1]
+
+        def holders_of_shared(self) -> list[Request]:
+            return [s for s in self.live() if max(self.pair.expected.ref_count_of(s), default=0) > 1]
+
+        @precondition(lambda self: bool(self.live()))
+        @rule(data=st.data())
+        def fork_one(self, data: st.DataObject) -> None:
+            """A held sequence forked: a request's next sample, or a beam chosen twice."""
+            parent = data.draw(st.sampled_from(self.live()))
+            self.next_id += 1
+            self.do(fork(parent.seq_id, f"s{self.next_id - 1}"))
+
+        @precondition(lambda self: bool(self.sharers()))
+        @rule(data=st.data())
+        def grow_sharers(self, data: st.DataObject) -> None:
+            """A decode step over the holders of one shared last block, in any order: the last to write owns it."""
+            group = data.draw(st.sampled_from(self.sharers()))
+            tokens = data.draw(st.sampled_from((1, 1, 2, self.pair.case.block_size + 1)))
+            for seq in data.draw(st.permutations(group)):
+                if seq in self.pair.expected and seq.num_computed_tokens + tokens <= self.capacity:
+                    self.do(grow(seq.seq_id, tokens))
+
+        @precondition(lambda self: bool(self.holders_of_shared()))
+        @rule(data=st.data())
+        def release_sharer(self, data: st.DataObject) -> None:
+            """A sequence that shares blocks finishes, or is preempted: the others keep them."""
+            self.do(release(data.draw(st.sampled_from(self.holders_of_shared())).seq_id))
+
+        def partly_filled_sharers(self) -> list[list[Request]]:
+            size = self.pair.case.block_size
+            return [group for group in self.sharers() if group[0].num_computed_tokens % size]
+
+        @precondition(lambda self: self.pair.expected.pool.num_free > 0 and bool(self.partly_filled_sharers()))
+        @rule()
+        def crowd(self) -> None:
+            """A new sequence takes every block an admission may, while sharers are about to copy: their copies are
+            refused."""
+            blocks = self.pair.expected.pool.num_free - (self.pair.case.watermark_blocks if self.live() else 0)
+            if blocks > 0:
+                self.next_id += 1
+                tokens = blocks * self.pair.case.block_size
+                self.do(admit(f"s{self.next_id - 1}", tokens, tokens))
+
+        @precondition(lambda self: bool(self.pair.expected.copies.copy))
+        @rule()
+        def end_step(self) -> None:
+            self.do(take_copies())
+
+    return Machine
+
+
+SHARING_SETTINGS = settings(HIDDEN_SETTINGS, max_examples=SHARING_RUNS, stateful_step_count=SHARING_STEPS)
+
+
+def fork_is_stub(cls: type) -> bool:
+    """Does ``cls``'s fork raise NotImplementedError on a first fork (its admit works)?"""
+    case = MANAGER_CASES[0]
+    try:
+        manager = cls(case.pool(), None)
+        parent = Request("a", None, num_prompt_tokens=7)
+        if manager.admit(parent, 7) is None:
+            return False
+        parent.num_computed_tokens = 7
+        child = parent.fork("b", 1)
+        child.num_computed_tokens = 7
+        manager.fork(parent, child)
+    except NotImplementedError:
+        return True
+    except Exception:   # noqa: BLE001 (any other failure is graded, with its message)
+        return False
+    return False
+
+
+def check_sharing_manager(path: str | Path = MANAGER_FILE) -> bool:
+    """Grade the ``BlockManager`` in ``path`` (chapter 2's methods, fork, copy-on-write) against the package's.
+
+    Chapter 2's cases and this chapter's (forks, copies, refusals that would need a copy), then
+    seeded random calls with forks among them. After every call the answer, every table, the free
+    queue, the reference counts and the queued copies must be the package's. When it passes, the
+    file is marked passed and :func:`~pagedkv_edu.exercises.my_engine.load_parts` gives the engine
+    your manager, for parallel sampling and beam search too, as long as the file is unchanged.
+    """
+    path = Path(path)
+    try:
+        cls = load_manager_class(path)
+    except NotLoaded as exc:
+        return report(SHARING_NAME, [], not_solved=str(exc)) if exc.stub else report(SHARING_NAME, [str(exc)])
+    if is_stub(cls):
+        return report(SHARING_NAME, [], not_solved="admit is not written yet: it raises NotImplementedError")
+    if getattr(cls, "fork", None) is ManagerBase.fork:
+        return report(SHARING_NAME, [f"{path} defines no fork: it is chapter 2's manager. Chapter 7's file is the "
+                                     f"whole manager: your admit, grow and release from chapter 2, fork, and "
+                                     f"copy-on-write in grow (the engine forks a request's samples and a search's "
+                                     f"beams)"])
+    if fork_is_stub(cls):
+        return report(SHARING_NAME, [], not_solved="fork is not written yet: it raises NotImplementedError")
+    cases = MANAGER_CASES + SHARING_CASES
+    failing = [(case, lines) for case in cases if (lines := run_case(cls, case, path, case.name, SharingPair))]
+    if failing:
+        (_, lines), also = failing[0], [f'"{case.name}"' for case, _ in failing[1:]]
+        return report(SHARING_NAME, lines + ([f"also wrong: {', '.join(also)}"] if also else []))
+    hidden = run_hidden(cls, path, sharing_machine, SHARING_SETTINGS)
+    if hidden:
+        return report(SHARING_NAME, hidden)
+    mark_passed(path)
+    report(SHARING_NAME, [], shown=len(cases), hidden=SHARING_RUNS)
+    print(f"  {path} is marked passed: load_parts() now gives the engine your BlockManager, forks and copies "
+          f"included (until you change the file)")
+    return True
+
+
+def try_sharing_manager(path: str | Path = MANAGER_FILE, case: int | str = 0) -> dict[str, Any]:
+    """Run one of this chapter's shown cases (by index or name) on your manager and the package's; no verdict.
+
+    Returns the case and, for each call, your answer (or what your code raised) beside the expected
+    one, and both managers' tables, reference counts of shared blocks and queued copies after it.
+    The records advance as the package's manager answered.
+    """
+    chosen = (SHARING_CASES[check_whole("case", case, 0, len(SHARING_CASES) - 1)] if isinstance(case, int)
+              else next(c for c in SHARING_CASES if c.name == case))
+    pair = SharingPair(load_manager_class(path), chosen, path)
+    calls = []
+    for op in chosen.ops:
+        step = pair.do(op)
+        if step.problems and not isinstance(op, TakeCopies):   # they differ: the records go on as the package's
+            pair.advance(step)
+        mine, theirs = step.your_state, step.expected_state
+        assert isinstance(theirs, SharedState)
+        calls.append(dict(call=op.text(), yours=step.yours, expected=step.expected,
+                          your_tables=None if mine is None else mine.tables, expected_tables=theirs.tables,
+                          your_copies=None if not isinstance(mine, SharedState) else mine.copies,
+                          expected_copies=theirs.copies,
+                          expected_shared={b: c for b, c in enumerate(theirs.ref_counts) if c > 1},
+                          your_shared=None if mine is None else {b: c for b, c in enumerate(mine.ref_counts) if c > 1}))
+    return dict(case=chosen.name, pool=chosen.describe(), calls=calls)

