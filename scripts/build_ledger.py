@@ -2,7 +2,8 @@
 
 Run from the repository root: ``python scripts/build_ledger.py``. tests/test_ledger.py fails when
 the page is out of date, when a quote is not verbatim, when a number in the articles has no entry,
-or when an entry's evidence is missing from the notebook or record it names.
+when an entry's evidence is missing from the notebook or record it names, or when a number of its
+measured value or Chinese verdict is in none of the files it cites (`in`, `also_in`) nor in its quote.
 """
 
 from __future__ import annotations
@@ -24,12 +25,16 @@ def load() -> dict:
     return yaml.safe_load(DATA.read_text(encoding="utf-8"))
 
 
-def _link(path: str | None) -> str:
-    if not path:
-        return ""
+def _link(path: str) -> str:
     if path.startswith("notebooks/"):
-        return f" ([{Path(path).stem}](../{path.removesuffix('.ipynb')}))"
-    return f" (`{path}`)"
+        return f"[{Path(path).stem}](../{path.removesuffix('.ipynb')})"
+    return f"`{path}`"
+
+
+def _links(c: dict) -> str:
+    """The files an entry cites: `in` (which holds its evidence), then any `also_in`."""
+    paths = [p for p in (c.get("in"), *c.get("also_in", [])) if p]
+    return f" ({', '.join(_link(p) for p in paths)})" if paths else ""
 
 
 def _section(c: dict, level: str, said: list[str]) -> list[str]:
@@ -40,7 +45,7 @@ def _section(c: dict, level: str, said: list[str]) -> list[str]:
         "",
         *said,
         "",
-        f"- **Where:** {c['where']}{_link(c.get('in'))}",
+        f"- **Where:** {c['where']}{_links(c)}",
         f"- **Measured:** {c['measured']}",
         f"- **Verdict:** {c['verdict']}" + (f". {c['why']}" if c.get("why") else ""),
         f"- **判定：** {c['zh']}",
@@ -59,8 +64,9 @@ def render(data: dict) -> str:
         "Every number and checkable claim of the two articles the book follows (see the",
         "[references](references.md)), quoted in the original Traditional Chinese with an English gloss,",
         "where the book reproduces it, what it measures, and a verdict. A test checks that every sentence",
-        "of the articles that contains a number has an entry here, that each quote is verbatim, and that",
-        "each measured value appears in the committed output it cites. This page is generated from",
+        "of the articles that contains a number (in digits or in Chinese numerals) has an entry here, that",
+        "each quote is verbatim, and that every number of an entry's measured value and of its Chinese verdict",
+        "appears in the committed output it cites (or in the quote it answers). This page is generated from",
         "`book/ledger.yml` by `python scripts/build_ledger.py`.",
         "",
         "本頁列出本書所依據兩篇文章中的每一個數字與可檢驗的主張：原文引述、英文說明、本書在哪裡重現、量測結果，",

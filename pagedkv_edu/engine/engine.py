@@ -29,9 +29,9 @@ class LLMEngine:
 
     ``model`` is a :class:`~pagedkv_edu.model.llama.Llama` (the engine builds its KV cache and
     runner) or a :class:`~pagedkv_edu.engine.runner.Runner` (the simulator's stand-in, or a runner
-    over a cache of your own). ``memory`` replaces the block manager the config describes,
-    ``schedule`` the scheduling policy and ``step`` the loop's step (seams a reader's own parts plug into). Settings come as a
-    ``config`` or as keywords (:class:`~pagedkv_edu.engine.config.EngineConfig`'s fields).
+    over a cache of your own). ``memory`` replaces the block manager the config describes, ``schedule``
+    the scheduling policy and ``step`` the loop's step (seams a reader's own parts plug into). Settings
+    come as a ``config`` or as keywords (:class:`~pagedkv_edu.engine.config.EngineConfig`'s fields).
     ``trace`` (a :class:`~pagedkv_edu.viz.trace.EngineTrace`) records every step.
     """
 
@@ -41,19 +41,16 @@ class LLMEngine:
         if config is not None and settings:
             raise ValueError(f"pass a config or settings, not both (got settings {sorted(settings)})")
         config = config or EngineConfig(**settings)
+        if isinstance(model, Runner) and config.max_seq_len is None:
+            raise ValueError("an engine over a runner needs max_seq_len (there is no model context to take it from)")
+        config = config if isinstance(model, Runner) else config.for_context(model.config.max_position_embeddings)
+        self.config, self.memory = config, (config.make_memory() if memory is None else memory)
         if isinstance(model, Runner):
-            if config.max_seq_len is None:
-                raise ValueError("an engine over a runner needs max_seq_len (there is no model context to take it from)")
             self.model, self.runner, self.vocab_size = None, model, getattr(model, "vocab_size", None) or None
         else:
             from .model_runner import ModelRunner   # the kernels load only for a model: the simulator needs none
-
-            config = config.for_context(model.config.max_position_embeddings)
-            memory = config.make_memory() if memory is None else memory
             self.model, self.vocab_size = model, model.config.vocab_size
-            self.runner = ModelRunner.for_model(model, config, memory)
-        self.config = config
-        self.memory = config.make_memory() if memory is None else memory
+            self.runner = ModelRunner.for_model(model, config, self.memory)
         self.scheduler = Scheduler(self.memory, config.max_num_seqs, config.max_num_batched_tokens,
                                    config.preemption_mode, **({} if schedule is None else {"schedule": schedule}))
         self.step_fn = engine_step if step is None else step
