@@ -860,3 +860,48 @@ def test_a_chapter_2_file_is_stopped_inside_the_engine_when_a_request_forks(
     with pytest.raises(PartError, match=r"^your block manager \(my_engine/block_manager\.py\): fork\(1, 'r1\.1'\) "
                                         r"raised ValueError: .*needs fork \(chapter 7\)"):
         engine.generate([list(range(5, 16))], SamplingParams(max_tokens=3, n=3), use_tqdm=False)
+
+
+def test_the_chapters_engine_path_runs_the_solution_file_as_the_shipped_engine(tiny, tmp_path: Path) -> None:
+    """Your turn 3's cells on the tiny model: the solution saved and marked passed is the manager load_parts gives
+    parts.engine, and sample_and_search finds the shipped engine's samples, tables, copies and beams on it."""
+    from pagedkv_edu.core.block_table import blocks_needed
+    from pagedkv_edu.exercises.ch7 import sample_and_search, search_of
+
+    mark_passed(_save_manager(tmp_path, Path(sharing_solution.__file__).read_text()))
+    parts = load_parts(tmp_path / "my_engine", quiet=True)
+    assert parts.card.yours == ["block_manager"]
+    prompt = list(range(5, 16))                          # 11 tokens in blocks of 4: the last block is partly filled
+    settings = dict(kv_budget_tokens=64 * 4, block_size=4, max_seq_len=64)
+    three = SamplingParams(n=3, max_tokens=6, temperature=0.8, seed=7, ignore_eos=True)
+    beams = BeamSearchParams(num_beams=3, max_tokens=6, ignore_eos=True)
+    yours = sample_and_search(lambda: parts.engine(tiny.model, tiny.tokenizer, **settings), prompt, three, beams)
+    shipped = sample_and_search(lambda: LLMEngine(tiny.model, tiny.tokenizer, **settings), prompt, three)
+    shipped_search = search_of(beam_search(LLMEngine(tiny.model, tiny.tokenizer, **settings), prompt, beams))
+    assert yours.manager.startswith("reader_block_manager_") and yours.manager.endswith(".BlockManager")
+    assert shipped.manager == "pagedkv_edu.core.block_manager.BlockManager" and shipped.beam is None
+    assert yours.sampling == shipped.sampling and len({tuple(s) for s in yours.samples}) == 3
+    assert yours.search == shipped_search and len(yours.beam) == 6
+    fork = yours.fork_step                               # the prefill forks the samples: the prompt's blocks held once
+    assert fork == 0 and len(yours.shared) == blocks_needed(len(prompt), 4) == yours.held[fork] == 3
+    assert len(yours.copies[fork + 1]) == 2 and {src for src, _ in yours.copies[fork + 1]} == {yours.shared[-1]}
+    assert yours.beam_copies > 0
+
+
+def test_keep_chapter_2_manager_keeps_a_passed_chapter_2_file_only(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv_edu.exercises.ch7 import keep_chapter_2_manager
+
+    path = tmp_path / "my_engine" / "block_manager.py"
+    assert keep_chapter_2_manager(path) is None and "no chapter-2 manager to keep" in capsys.readouterr().out
+    chapter_2 = Path(chapter2_solution.__file__).read_text()
+    mark_passed(_save_manager(tmp_path, chapter_2))
+    kept = keep_chapter_2_manager(path)
+    assert kept == path.with_name("block_manager_chapter2.py") and kept.read_text() == chapter_2
+    out = capsys.readouterr().out
+    assert out.startswith("your chapter-2 manager passed") and "def admit(" in out
+    _save_manager(tmp_path, "raise NotImplementedError\n")      # the chapter-7 stub over it: the copy is shown again
+    assert keep_chapter_2_manager(path) == kept and "kept earlier" in capsys.readouterr().out
+    mark_passed(_save_manager(tmp_path, Path(sharing_solution.__file__).read_text()))   # a chapter-7 file: not kept
+    assert keep_chapter_2_manager(path) is None and "already a chapter-7 file" in capsys.readouterr().out
+    assert kept.read_text() == chapter_2

@@ -8,6 +8,7 @@ that reads the reader's file (chapter 6's ``my_engine/scheduler.py``) finds the 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -41,9 +42,10 @@ GRADER_CELLS = _grader_cells()
 
 
 def test_every_grader_has_a_cell() -> None:
-    assert len(GRADER_CELLS) == 16   # kv bytes, first fit, slot mapping, append, the block manager (a saved
+    assert len(GRADER_CELLS) == 17   # kv bytes, first fit, slot mapping, append, the block manager (a saved
     # file), gather, chapter 4's online softmax in PyTorch, step layout, admission, the scheduler's step,
-    # copy-on-write, beam fork-and-free, hash chain, free-queue order, checked prefix lookup, last-block waste
+    # copy-on-write, beam fork-and-free, the sharing block manager (chapter 7's saved file), hash chain,
+    # free-queue order, checked prefix lookup, last-block waste
     # (chapter 4's Triton exercises are graded by exercises.ch4, ch4_triton and ch4_kernel, and chapter 11's by
     # exercises.ch11, which print their own notes)
 
@@ -118,3 +120,31 @@ def test_chapter_3s_gather_stub_imports_what_it_uses_and_gives_nothing_away() ->
     assert code[-1].strip() == 'raise NotImplementedError("your turn")'
     moves = ("//", "%", "*", "reshape", "view", "flatten", "index", "arange", "for ", "return ")
     assert not [m for m in moves if any(m in line for line in code)], code
+
+
+def test_chapter_7s_sharing_manager_stub_imports_what_it_uses_and_gives_nothing_away(tmp_path: Path) -> None:
+    """The saved stub is the whole manager: a file that imports on its own, chapter 2's three methods and fork, each
+    the stub the grader recognises; its code holds none of the moves, and its prose names none of the pool's calls."""
+    from pagedkv_edu.core.block_manager import ManagerBase
+    from pagedkv_edu.exercises.ch2 import is_stub, load_manager_class
+    from pagedkv_edu.exercises.ch7 import fork_is_stub
+
+    sources = ["".join(cell["source"])
+               for cell in json.loads((NOTEBOOKS / "07_sharing_blocks.ipynb").read_text())["cells"]]
+    stub = next(s for s in sources if s.startswith("%%writefile my_engine/block_manager.py\n"))
+    body = stub.partition("\n")[2]
+    (tmp_path / "block_manager.py").write_text(body)
+    cls = load_manager_class(tmp_path / "block_manager.py")       # imports on its own, built on ManagerBase
+    assert all(name in vars(cls) for name in ("admit", "grow", "release", "fork")) and issubclass(cls, ManagerBase)
+    assert is_stub(cls) and fork_is_stub(cls) and body.count('raise NotImplementedError("your turn")') == 4
+    prose = {i for node in ast.walk(ast.parse(body)) if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+             and ast.get_docstring(node) is not None for i in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
+    code = [line for i, line in enumerate(body.splitlines(), 1)
+            if line.strip() and not line.lstrip().startswith("#") and i not in prose]
+    assert len(code) == 13 and code[-1].strip() == 'raise NotImplementedError("your turn")', code   # 4 imports, the
+    # class, 4 signatures and 4 raises: nothing else
+    moves = ("incref", "allocate", "free", "ref_counts", "held", "blocks_needed", "copies", "append", "//", "%",
+             "for ", "if ", "return ", "[-1]")
+    assert not [m for m in moves if any(m in line for line in code)], code
+    assert not [m for m in ("incref", "allocate", "free_all", "pool.free", "ref_counts", "held[", "blocks_needed",
+                            ".append", "//") if m in body]

@@ -53,6 +53,18 @@ def test_a_passed_file_without_the_class_falls_back_naming_why(tmp_path: Path) -
     assert not choice.yours and "no BlockManager class built on ManagerBase" in choice.why
 
 
+def test_the_card_says_whether_your_manager_can_fork(tmp_path: Path) -> None:
+    """Chapter 2's manager shares nothing until chapter 7 adds fork; a request with n > 1 needs it."""
+    from pagedkv_edu.exercises.solutions import sharing_manager
+
+    path = tmp_path / "block_manager.py"
+    for source, says in ((SOLUTION, "no fork yet: chapter 7 adds it"), (Path(sharing_manager.__file__), "with fork")):
+        shutil.copy(source, path)
+        my_engine.mark_passed(path)
+        choice = my_engine.load_parts(tmp_path, quiet=True).card["block_manager"]
+        assert choice.yours and says in choice.why, choice.why
+
+
 def serve(memory: Any, n: int = 8) -> tuple[dict[int, list[int]], list[tuple]]:
     engine = LLMEngine(StandInRunner(100), memory=memory, max_seq_len=64, max_num_batched_tokens=20)
     for i in range(n):

@@ -5,13 +5,15 @@ Copy-on-write's cases catch copying a block nobody else holds, copying a *full* 
 The reader's block manager file (``my_engine/block_manager.py``, chapter 2's methods and
 ``fork``, with copy-on-write in ``grow``) is graded by chapter 2's machinery, call by call
 against the package's manager, with forks, sharers growing in turn, and the queued copies
-compared too. When it passes, the engine's parallel sampling and beam search run on it.
+compared too. When it passes, the engine's parallel sampling and beam search run on it
+(:func:`sample_and_search`, run on your manager and on the shipped one, and compared).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from ..checks import check_whole
 from ..core.block_manager import ManagerBase
 from ..core.block_pool import OutOfBlocksError
-from ..core.request import Request
+from ..core.request import Request, SamplingParams
+from ..engine.beam import BeamSearchParams, beam_search
 from . import report
 from .ch2 import (
     HIDDEN_BLOCK_SIZES,
@@ -51,7 +54,7 @@ from .ch2 import (
     run_hidden,
 )
 from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short
-from .my_engine import mark_passed
+from .my_engine import mark_passed, why_not_passed
 from .predict import check_prediction
 from .solutions import ch7 as reference
 
@@ -747,3 +750,106 @@ def try_sharing_manager(path: str | Path = MANAGER_FILE, case: int | str = 0) ->
                           expected_shared={b: c for b, c in enumerate(theirs.ref_counts) if c > 1},
                           your_shared=None if mine is None else {b: c for b, c in enumerate(mine.ref_counts) if c > 1}))
     return dict(case=chosen.name, pool=chosen.describe(), calls=calls)
+
+
+# --- before the file is replaced: your chapter-2 manager, kept ----------------------------------------------------
+def keep_chapter_2_manager(path: str | Path = MANAGER_FILE) -> Path | None:
+    """Before chapter 7's ``%%writefile`` replaces ``path``: a copy of your passed chapter-2 manager, printed.
+
+    Chapter 7's file is the whole manager, your chapter-2 methods in it. If ``path`` passed and defines
+    no fork of its own (it is chapter 2's file), it is copied to ``block_manager_chapter2.py`` beside it;
+    an earlier copy is shown again. Returns the copy's path, or None when there is none.
+    """
+    path = Path(path)
+    copy = path.with_name(f"{path.stem}_chapter2{path.suffix}")
+    why = why_not_passed(path, "2")
+    if why is None:
+        try:
+            chapter_2 = getattr(load_manager_class(path), "fork", None) is ManagerBase.fork
+        except NotLoaded:
+            chapter_2 = False
+        if not chapter_2:
+            print(f"{path} passed and defines fork: it is already a chapter-7 file. The next cell saves its own "
+                  f"text over it, so keep your version in that cell")
+            return None
+        shutil.copyfile(path, copy)
+        print(f"your chapter-2 manager passed; the next cell replaces {path}, so it is kept as {copy}. "
+              f"Paste its admit, grow and release into the next cell:\n")
+    elif copy.exists():
+        print(f"your chapter-2 manager, kept earlier as {copy}. Paste its admit, grow and release into the next "
+              f"cell:\n")
+    else:
+        print(f"no chapter-2 manager to keep ({why}): the next cell's file is the whole manager, so write admit, "
+              f"grow and release too, by chapter 2's contract")
+        return None
+    print(copy.read_text())
+    return copy
+
+
+# --- your manager in the engine: parallel sampling, then beam search ----------------------------------------------
+@dataclass(frozen=True)
+class SharingRun:
+    """What one engine's memory did with ``n`` seeded samples of a prompt, and then with a beam search over it."""
+
+    manager: str                                    # the class that made the decisions: module.name
+    block_size: int
+    prompt_len: int
+    samples: list[list[int]]                        # each sample's tokens, by sample index
+    tables: list[dict[Any, list[int]]]              # after every sampling step: each sequence's block ids
+    copies: list[list[tuple[int, int]]]             # every sampling step's copy-on-write copies, (source, dest.)
+    held: list[int]                                 # blocks held after every sampling step (the engine's stats)
+    beam: list[int] | None                          # the top beam's tokens (None: no search was asked for)
+    beam_tables: list[tuple[tuple[int, ...], ...]]  # the live beams' block tables at every decode step
+    beam_copies: int                                # copy-on-write copies the beams made
+
+    @property
+    def fork_step(self) -> int:
+        """The index of the sampling step after which all the samples first held memory: the prompt's prefill."""
+        return next(i for i, tables in enumerate(self.tables) if len(tables) == len(self.samples))
+
+    @property
+    def shared(self) -> list[int]:
+        """The blocks every sample held right after the fork."""
+        first, *others = self.tables[self.fork_step].values()
+        return [b for b in first if all(b in t for t in others)]
+
+    @property
+    def sampling(self) -> tuple[Any, ...]:
+        """The samples, and every sampling step's tables and copies: what two managers must agree on."""
+        return self.samples, self.tables, self.copies
+
+    @property
+    def search(self) -> tuple[Any, ...]:
+        """The top beam, the beams' tables at every decode step and their copies (compare a
+        :class:`~pagedkv_edu.engine.beam.BeamSearchOutput` with :func:`search_of`)."""
+        return self.beam, self.beam_tables, self.beam_copies
+
+
+def search_of(found: Any) -> tuple[Any, ...]:
+    """A :class:`~pagedkv_edu.engine.beam.BeamSearchOutput` as :attr:`SharingRun.search` reads it."""
+    return found.token_ids, [f.tables for f in found.frames], found.num_copies
+
+
+def sample_and_search(engine: Callable[[], Any], prompt: Sequence[int], sampling: SamplingParams,
+                      beams: BeamSearchParams | None = None) -> SharingRun:
+    """``sampling`` (``n`` samples) on a fresh idle engine from ``engine()``, then ``beams`` (if given) on another.
+
+    ``engine`` makes an :class:`~pagedkv_edu.engine.engine.LLMEngine`: ``parts.engine``'s (your manager, if it
+    passed) or the shipped one. Records every sampling step's tables, copies and held blocks.
+    """
+    sampler = engine()
+    sampler.add_request(list(prompt), sampling)
+    tables: list[dict[Any, list[int]]] = []
+    copies: list[list[tuple[int, int]]] = []
+    held: list[int] = []
+    samples: list[list[int]] = []
+    while sampler.has_unfinished:
+        for out in sampler.step():
+            samples = [list(c.token_ids) for c in out.completions]
+        tables.append({seq: table.block_ids for seq, table in sampler.memory.tables.items()})
+        copies.append([(int(src), int(dst)) for src, dst in sampler.last_step.copies.copy])
+        held.append(sampler.history[-1].kv_held_slots // sampler.memory.block_size)
+    beam, beam_tables, beam_copies = (None, [], 0) if beams is None else search_of(beam_search(engine(), prompt, beams))
+    memory = getattr(sampler.memory, "memory", sampler.memory)     # a reader's manager runs inside CheckedMemory
+    return SharingRun(f"{type(memory).__module__}.{type(memory).__name__}", sampler.memory.block_size, len(prompt),
+                      samples, tables, copies, held, beam, beam_tables, beam_copies)

@@ -11,6 +11,7 @@ Paths are relative to the notebooks, where git ignores ``my_engine/`` and ``my_k
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 from collections.abc import Callable
@@ -245,6 +246,10 @@ def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Par
     if manager.yours and not (isinstance(manager.value, type) and issubclass(manager.value, ManagerBase)):
         manager = Choice(manager.part, False, BlockManager, f"{manager.part.path(directory)} defines no BlockManager "
                                                             f"class built on ManagerBase")
+    elif manager.yours:   # chapter 2's file shares nothing until chapter 7 adds fork: say so before n > 1 needs it
+        shares = manager.value.fork is not ManagerBase.fork
+        manager = dataclasses.replace(manager, why=manager.why + (" (with fork: shares blocks)" if shares else
+                                                                  " (no fork yet: chapter 7 adds it; n > 1 needs it)"))
     gather = choose("gather", None, directory)
     kernel = choose("decode_kernel", None, directory)
     policy = choose("scheduler", shipped_scheduler.schedule, directory)
