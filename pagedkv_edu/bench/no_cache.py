@@ -1,7 +1,9 @@
 """Decoding with and without a KV cache, on a transformers model: the cost chapter 0 measures.
 
-:func:`greedy_decode` counts the positions the model embedded (a hook on its embedding layer),
-so the chapter asserts exact counts; step times are wall-clock and only compared loosely.
+:func:`greedy_decode` counts the positions the model embedded (a hook on its embedding layer), and
+:func:`attention_pairs` turns those counts into the attention's work, so the chapter asserts counted
+work; step times (:func:`step_seconds`) are wall-clock on whatever machine runs it, and are shown,
+never asserted.
 """
 
 from __future__ import annotations
@@ -31,6 +33,27 @@ def positions_processed(prompt_len: int, new_tokens: int, use_cache: bool) -> in
     if use_cache:
         return prompt_len + new_tokens - 1
     return new_tokens * prompt_len + new_tokens * (new_tokens - 1) // 2
+
+
+def attention_pairs(processed: Sequence[int], start_len: int) -> list[int]:
+    """Query-key pairs each step's attention scores (in every layer and head), from the positions it ran.
+
+    ``processed[i]`` is how many positions step ``i`` ran (:attr:`DecodeRun.processed`); they are the
+    last ones of a sequence that holds ``start_len + i`` tokens at that step (``start_len`` is the
+    prompt's length for a whole generation). Each position attends causally to itself and to every
+    position before it. Without a cache a step at length ``L`` recomputes all ``L (L + 1) / 2`` pairs,
+    so a whole generation does cubic work; with one, a decode step's single query scores ``L`` pairs:
+    still growing with the context, quadratic in total.
+    """
+    if start_len < 1:
+        raise ValueError(f"start_len={start_len} must be >= 1")
+    pairs = []
+    for i, ran in enumerate(processed):
+        length = start_len + i
+        if not 1 <= ran <= length:
+            raise ValueError(f"step {i} ran {ran} positions of a {length}-token sequence")
+        pairs.append(ran * length - ran * (ran - 1) // 2)   # (length - ran + 1) + ... + length
+    return pairs
 
 
 def _forward(hf_model: Any, ids: torch.Tensor, cache: Any, use_cache: bool) -> Any:

@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.patches import Patch, Rectangle
 
 from ..sim.simulate import ArenaSlice, SimResult
-from ..specs import GIB, ModelSpec
+from ..specs import ModelSpec
 
 WASTE_COLOURS: dict[str, str] = {
     "used": "#1b7837",
@@ -44,14 +44,17 @@ def kv_memory_vs_concurrency(
     max_requests: int = 64,
     ax: Axes | None = None,
 ) -> Axes:
-    """KV-cache GiB against concurrent requests, one line per sequence length, weights dashed."""
+    """KV-cache GB against concurrent requests, one line per sequence length, weights dashed.
+
+    Decimal gigabytes (10**9 bytes), the unit the articles give weights and totals in (chapter 0's "14 GB").
+    """
     ax = _axes(ax, (7, 4))
     requests = list(range(1, max_requests + 1))
     for seq_len in seq_lens:
-        ax.plot(requests, [spec.kv_bytes(seq_len, r) / GIB for r in requests], label=f"{seq_len:,} tokens each")
-    ax.axhline(spec.weight_bytes / GIB, color="black", linestyle="--", label=f"weights ({spec.weight_bytes / GIB:.1f} GiB)")
+        ax.plot(requests, [spec.kv_bytes(seq_len, r) / 1e9 for r in requests], label=f"{seq_len:,} tokens each")
+    ax.axhline(spec.weight_bytes / 1e9, color="black", linestyle="--", label=f"weights ({spec.weight_bytes / 1e9:.1f} GB)")
     ax.set_xlabel("concurrent requests")
-    ax.set_ylabel("KV cache (GiB)")
+    ax.set_ylabel("KV cache (GB)")
     ax.set_title(f"{spec.name} ({spec.dtype}): {spec.kv_bytes_per_token // 1024} KiB of KV per token")
     ax.legend(loc="upper left")
     ax.grid(alpha=0.3)
