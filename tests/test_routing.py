@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv_edu.sim.routing import (POLICIES, CostModel, HybridThresholds, Replica, hybrid_choice, make_policy, route,
-                                 sweep)
+from pagedkv_edu.sim.routing import (POLICIES, CostModel, HybridThresholds, Replica, RouterTree, hybrid_choice, make_policy,
+                                 route, smallest_tree_choice, sweep)
 from pagedkv_edu.sim.routing_workloads import WORKLOADS, TimedRequest, chats, consultants, tenants
 
 A = tuple(range(1000, 1016))      # four blocks of 4: two "system prompts"
@@ -128,6 +128,49 @@ def test_hybrid_thresholds_at_their_edges(loads: list[int], matches: list[int], 
 def test_hybrid_match_ratio_edge() -> None:
     assert hybrid_choice([1, 0], [10, 0], 20, cache_threshold=0.5) == 1        # 0.5 is not > 0.5
     assert hybrid_choice([1, 0], [11, 0], 20, cache_threshold=0.5) == 0
+
+
+# --- the two fallbacks for a weak match: least load (the gateway) and smallest tree (sgl-router before #14650) ----
+def test_the_two_fallbacks_differ_on_a_busy_replica_with_a_small_tree() -> None:
+    # no match; replica 0 is 8 requests ahead (8 is not > 8: balanced) but its tree is small
+    loads, matches, trees = [8, 0], [0, 0], [100, 900]
+    assert hybrid_choice(loads, matches, 20) == 1                       # least load: the idle one
+    assert smallest_tree_choice(loads, matches, 20, trees) == 0         # smallest tree: the busy one
+    # the reports' case (sglang PR #14305's test): 50 outstanding on a 5-character tree, the other idle
+    # with 1,000 characters, balance thresholds set high so that only the fallback decides
+    loose = dict(cache_threshold=0.5, abs_threshold=100, rel_threshold=10.0)
+    assert smallest_tree_choice([50, 0], [0, 0], 17, [5, 1000], **loose) == 0
+    assert hybrid_choice([50, 0], [0, 0], 17, **loose) == 1
+    # with the chapter's thresholds 50 against 0 is imbalanced: both go to the least loaded
+    assert smallest_tree_choice([50, 0], [0, 0], 17, [5, 1000]) == hybrid_choice([50, 0], [0, 0], 17) == 1
+
+
+def test_the_two_fallbacks_agree_on_a_strong_match() -> None:
+    assert smallest_tree_choice([3, 3], [0, 7], 20, [0, 900]) == hybrid_choice([3, 3], [0, 7], 20) == 1   # 7/20 > 0.3
+    assert smallest_tree_choice([3, 3], [6, 0], 20, [50, 10]) == 1       # 6/20 is not > 0.3: the smaller tree
+    assert smallest_tree_choice([3, 3], [6, 0], 20, [10, 10]) == 0       # equal trees: the first
+
+
+def test_router_tree_is_one_tree_with_replica_tags() -> None:
+    tree = RouterTree(3)
+    tree.insert((1, 2, 3), 0)
+    tree.insert((1, 2, 4), 0)          # shares (1, 2): one new node for replica 0
+    tree.insert((1, 2, 3), 1)          # the same nodes, tagged for replica 1 as well
+    assert tree.sizes == [4, 3, 0]     # distinct prefix tokens sent to each replica
+    assert tree.tags((1, 2)) == [0, 1] and tree.tags((1, 2, 4)) == [0] and tree.tags((9,)) == []
+    assert tree.tags((1, 2, 3, 7)) == [0, 1]                 # the longest prefix in the tree
+
+
+def test_smallest_tree_policy_ignores_load_on_a_weak_match() -> None:
+    # r0: 12 unique tokens -> 0 (all trees empty); r1: 3 tokens, loads [1, 0] -> 1 either way;
+    # r2: nothing cached, loads [1, 1]: least load takes the first of equals (0), smallest tree the
+    # replica with 3 tokens in the tree (1)
+    trace = [req(0, 0, own(0, 12)), req(1, 1, own(1, 3)), req(2, 2, own(2, 8))]
+    small = route(trace, "hybrid-smallest-tree", 2, block_size=4, cost=SLOW)
+    least = route(trace, "hybrid", 2, block_size=4, cost=SLOW)
+    assert replicas_of(small) == [0, 1, 1] and replicas_of(least) == [0, 1, 0]
+    assert [d["tree_sizes"] for d in small.decisions] == [[0, 0], [12, 0], [12, 3]]
+    assert [d["loads"] for d in small.decisions] == [[0, 0], [1, 0], [1, 1]]
 
 
 # --- a replica's cache is an engine's cache -------------------------------------------------------

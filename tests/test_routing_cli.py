@@ -33,6 +33,13 @@ def test_route_one_policy_and_the_table(capsys: pytest.CaptureFixture[str]) -> N
     assert "prefix-affinity" in text and "round-robin" not in text and "TTFT p99 ms" in text
 
 
+def test_route_runs_the_smallest_tree_fallback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["route", "--workload", "consultants", "--policy", "hybrid-smallest-tree", "--replicas", "2",
+                 "--requests", "30", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["policies"]
+    assert row["policy"] == "hybrid-smallest-tree" and sum(row["requests_per_replica"]) == 30
+
+
 @pytest.mark.parametrize("flags, named", [
     (["--replicas", "0"], "--replicas"), (["--replicas", "65"], "--replicas"), (["--requests", "-3"], "--requests"),
     (["--rate", "1e9"], "--rate"), (["--policy", "random"], "--policy"), (["--workload", "x"], "--workload"),

@@ -15,7 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", choices=sorted(WORKLOADS), default="tenants",
                    help="consultants (one shared system prompt), tenants (Zipf over many system prompts) or "
                         "chats (multi-turn conversations); default tenants")
-    p.add_argument("--policy", choices=[*POLICIES, "all"], default="all", help="one policy, or all (default)")
+    p.add_argument("--policy", choices=[*POLICIES, "all"], default="all",
+                   help="one policy, or all (default); hybrid sends a weak match to the least-loaded replica, "
+                        "hybrid-smallest-tree to the smallest router tree")
     p.add_argument("--replicas", type=whole_number(1, MAX_REPLICAS), default=4, help="number of replicas (default 4)")
     p.add_argument("--requests", type=whole_number(1, 5000), default=200, help="requests in the trace (default 200)")
     p.add_argument("--rate", type=whole_number(1, 100_000), default=60,
@@ -34,10 +36,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.json:
         print(f"workload {args.workload} ({args.requests} requests, {args.rate}/s, seed {args.seed}), "
               f"{args.replicas} replicas of {args.blocks} blocks")
-        print(f"{'policy':16s}{'hit rate':>9s}{'prefill tokens':>16s}{'TTFT p50 ms':>13s}{'TTFT p99 ms':>13s}"
+        print(f"{'policy':22s}{'hit rate':>9s}{'prefill tokens':>16s}{'TTFT p50 ms':>13s}{'TTFT p99 ms':>13s}"
               f"{'imbalance':>11s}")
         for r in rows:
-            print(f"{r['policy']:16s}{r['hit_rate']:>9.1%}{r['prefill_tokens']:>16,}{r['ttft_p50_ms']:>13.1f}"
+            print(f"{r['policy']:22s}{r['hit_rate']:>9.1%}{r['prefill_tokens']:>16,}{r['ttft_p50_ms']:>13.1f}"
                   f"{r['ttft_p99_ms']:>13.1f}{r['load_imbalance']:>11.2f}")
     return {"workload": args.workload, "requests": args.requests, "rate_per_s": args.rate, "seed": args.seed,
             "replicas": args.replicas, "blocks_per_replica": args.blocks, "policies": rows}

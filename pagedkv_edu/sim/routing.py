@@ -2,8 +2,9 @@
 
 Each :class:`Replica` is a block manager with prefix caching, a FIFO queue and one prefill at a
 time; the router applies one of :data:`POLICIES` on arrival (blind, consistent hash, prefix
-affinity, or SGLang-style hybrid, :func:`hybrid_choice`), and :class:`CostModel` gives each
-request's time to first token.
+affinity, or SGLang-style cache-aware: :func:`hybrid_choice`, whose weak match goes to the least
+loaded replica, and :func:`smallest_tree_choice`, whose weak match goes to the replica with the
+smallest :class:`RouterTree`), and :class:`CostModel` gives each request's time to first token.
 """
 
 from __future__ import annotations
@@ -203,7 +204,10 @@ def least_loaded(loads: Sequence[int]) -> int:
 class HybridThresholds:
     """The hybrid's three knobs, named as in SGLang's router.
 
-    SGLang's defaults are ``cache_threshold=0.3, balance_abs_threshold=64, balance_rel_threshold=1.5``;
+    The router's command line defaults to ``--cache-threshold 0.3 --balance-abs-threshold 64
+    --balance-rel-threshold 1.5`` (sgl-router's ``router_args.py``; the same in the gateway's
+    ``main.rs``); the Rust ``CacheAwareConfig::default()``, used when the policy is built without
+    the command line, has 0.5, 32 and 1.1. This chapter takes the command line's 0.3 and 1.5;
     64 outstanding requests is a large GPU's load, far above this simulation's replicas, so the
     absolute threshold here defaults to 8.
     """
@@ -220,22 +224,86 @@ class HybridThresholds:
             raise ValueError(f"rel_threshold must be in [1, 1e6], got {self.rel_threshold!r}")
 
 
+def imbalanced(loads: Sequence[int], abs_threshold: int = 8, rel_threshold: float = 1.5) -> bool:
+    """SGLang's imbalance test over the whole fleet: ``max - min > abs_threshold`` *and* ``max > rel_threshold × min``."""
+    high, low = max(loads), min(loads)
+    return high - low > abs_threshold and high > rel_threshold * low
+
+
 def hybrid_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int, cache_threshold: float = 0.3,
                   abs_threshold: int = 8, rel_threshold: float = 1.5) -> int:
-    """SGLang's cache-aware decision over replicas' ``loads`` and ``matches`` (cached tokens of the prompt).
+    """SGLang's cache-aware decision with the **least-load** fallback, over ``loads`` and ``matches`` (cached tokens).
 
     Imbalanced, when ``max - min > abs_threshold`` *and* ``max > rel_threshold × min``: the least
     loaded. Otherwise the longest match (of equal ones, the less loaded), if ``match / prompt_len >
-    cache_threshold``; else the least loaded. (SGLang's router sends a weak match to the replica with the smallest tree,
-    the most free cache; here that is least loaded, as in its load-balanced mode.)
+    cache_threshold``; else the least loaded. This is the rule of SGLang's model gateway after
+    sglang PR #14650 ("pick min load instead of min tenant size", December 2025), as read in
+    smg-project/smg at 73da68c (``model_gateway/src/policies/cache_aware.rs``). Before it, a weak
+    match went to the replica with the smallest tree: :func:`smallest_tree_choice`.
     """
-    high, low = max(loads), min(loads)
-    if high - low > abs_threshold and high > rel_threshold * low:
+    if imbalanced(loads, abs_threshold, rel_threshold):
         return least_loaded(loads)
     best = min(range(len(matches)), key=lambda r: (-matches[r], loads[r]))     # equal matches: the less loaded
     if matches[best] / prompt_len > cache_threshold:
         return best
     return least_loaded(loads)
+
+
+def smallest_tree_choice(loads: Sequence[int], matches: Sequence[int], prompt_len: int, tree_sizes: Sequence[int],
+                         cache_threshold: float = 0.3, abs_threshold: int = 8, rel_threshold: float = 1.5) -> int:
+    """sgl-router's cache-aware decision with the **smallest-tree** fallback (the rule before PR #14650).
+
+    As :func:`hybrid_choice`, except that a match of at most ``cache_threshold`` of the prompt goes
+    to the replica whose share of the router's tree (``tree_sizes``, tokens) is smallest, the first
+    of equals, whatever its load: ``tree.get_smallest_tenant()`` in sgl-router's
+    ``src/policies/cache_aware.rs`` (sgl-project/sglang at 026f853). Only the fleet-wide imbalance
+    test looks at loads.
+    """
+    if imbalanced(loads, abs_threshold, rel_threshold):
+        return least_loaded(loads)
+    best = min(range(len(matches)), key=lambda r: (-matches[r], loads[r]))
+    if matches[best] / prompt_len > cache_threshold:
+        return best
+    return min(range(len(tree_sizes)), key=tree_sizes.__getitem__)
+
+
+class RouterTree:
+    """SGLang's router-side tree: **one** token trie for every replica, each node tagged with the replicas sent it.
+
+    Every prompt routed to replica ``r`` is inserted with tag ``r`` (a set bit); ``sizes[r]``
+    counts the nodes tagged ``r``, the distinct prompt prefixes the router sent there, in tokens.
+    That is the count sgl-router's ``Tree`` keeps per tenant (``tenant_char_count``, on characters)
+    and ``get_smallest_tenant()`` reads. The tree remembers what was routed, not what the replica
+    still caches; SGLang trims it by LRU every ``--eviction-interval`` seconds (120 on the command
+    line), longer than any run in this chapter, so nothing is trimmed here.
+    """
+
+    def __init__(self, num_replicas: int) -> None:
+        self._children: dict[tuple[int, int], int] = {}     # (node, token) -> child node; node 0 is the root
+        self._tags: list[int] = [0]                          # per node: a bit per replica
+        self.sizes = [0] * num_replicas
+
+    def insert(self, prompt: Sequence[int], replica: int) -> None:
+        node, bit = 0, 1 << replica
+        for token in prompt:
+            child = self._children.get((node, token))
+            if child is None:
+                child = self._children[(node, token)] = len(self._tags)
+                self._tags.append(0)
+            if not self._tags[child] & bit:
+                self._tags[child] |= bit
+                self.sizes[replica] += 1
+            node = child
+
+    def tags(self, prompt: Sequence[int]) -> list[int]:
+        """The replicas tagged on the node of ``prompt``'s longest prefix in the tree (ascending)."""
+        node = 0
+        for token in prompt:
+            child = self._children.get((node, token))
+            if child is None:
+                break
+            node = child
+        return [r for r in range(len(self.sizes)) if self._tags[node] >> r & 1] if node else []
 
 
 def _round_robin() -> Policy:
@@ -282,6 +350,20 @@ def _prefix_affinity() -> Policy:
     return choose
 
 
+def _hybrid_smallest_tree(num_replicas: int, thresholds: HybridThresholds) -> Policy:
+    tree = RouterTree(num_replicas)
+
+    def choose(request: TimedRequest, fleet: Fleet) -> int:
+        loads, matches = fleet.loads(), fleet.matches(request.prompt)
+        fleet.seen["tree_sizes"] = list(tree.sizes)
+        index = smallest_tree_choice(loads, matches, request.prompt_len, tree.sizes, thresholds.cache_threshold,
+                                     thresholds.abs_threshold, thresholds.rel_threshold)
+        tree.insert(request.prompt, index)        # SGLang inserts the prompt for whichever worker it picked
+        return index
+    choose.__name__ = "hybrid-smallest-tree"
+    return choose
+
+
 def hybrid_policy(choice: Callable[..., int] = hybrid_choice,
                   thresholds: HybridThresholds = HybridThresholds()) -> Policy:
     """A policy from a decision function like :func:`hybrid_choice` (the reader's, in chapter 11)."""
@@ -293,7 +375,10 @@ def hybrid_policy(choice: Callable[..., int] = hybrid_choice,
     return choose
 
 
-POLICIES = ("round-robin", "least-loaded", "power-of-two", "consistent-hash", "prefix-affinity", "hybrid")
+POLICIES = ("round-robin", "least-loaded", "power-of-two", "consistent-hash", "prefix-affinity", "hybrid",
+            "hybrid-smallest-tree")
+"""The policies by name. ``hybrid`` sends a weak match to the least-loaded replica (SGLang's gateway since
+PR #14650); ``hybrid-smallest-tree`` sends it to the smallest router tree (sgl-router before it)."""
 
 
 def make_policy(name: str, num_replicas: int, *, seed: int = 0, key_tokens: int = 256,
@@ -306,6 +391,7 @@ def make_policy(name: str, num_replicas: int, *, seed: int = 0, key_tokens: int 
         "consistent-hash": lambda: _consistent_hash(num_replicas, key_tokens),
         "prefix-affinity": _prefix_affinity,
         "hybrid": lambda: hybrid_policy(hybrid_choice, thresholds),
+        "hybrid-smallest-tree": lambda: _hybrid_smallest_tree(num_replicas, thresholds),
     }
     if name not in makers:
         raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
