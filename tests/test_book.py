@@ -64,7 +64,7 @@ BILINGUAL = ["notebooks/00_why_kv_cache", "notebooks/01_contiguous_cache", "note
              "notebooks/03_paged_attention_torch", "notebooks/04_triton_decode_kernel",
              "notebooks/05_paged_llama_decoder", "notebooks/06_continuous_batching", "notebooks/07_sharing_blocks",
              "notebooks/08_prefix_caching", "notebooks/09_block_size", "notebooks/10_textbook_to_production",
-             "notebooks/11_prefix_aware_routing"]
+             "notebooks/11_prefix_aware_routing", "notebooks/12_your_engine"]
 
 
 def test_the_book_shows_committed_outputs() -> None:
@@ -76,7 +76,7 @@ def test_the_toc_has_the_ledger_and_the_renumbered_chapters() -> None:
     files = _toc_files()
     assert "book/ledger" in files
     assert "notebooks/09_block_size" in files and "notebooks/10_textbook_to_production" in files
-    assert "notebooks/11_prefix_aware_routing" in files
+    assert "notebooks/11_prefix_aware_routing" in files and "notebooks/12_your_engine" in files
     assert all((ROOT / f"{f}.ipynb").exists() or (ROOT / f"{f}.md").exists() for f in files), files
 
 
