@@ -23,9 +23,3 @@ def test_programs_must_divide_the_kv_bytes() -> None:
     with pytest.raises(ValueError, match="kv_bytes_per_token=1000 is not a multiple of programs_per_token=128"):
         sweep(REQS, (16,), kv_budget_tokens=1024, kv_bytes_per_token=1000)
 
-
-def test_cpu_reference_times_times_every_block_size() -> None:
-    from pagedkv_edu.bench.block_size_cpu import cpu_reference_times
-
-    times = cpu_reference_times((4, 16), batch=2, context=40, num_heads=4, num_kv_heads=2, head_dim=8, repeats=2)
-    assert list(times) == [4, 16] and all(t > 0 for t in times.values())
