@@ -42,10 +42,9 @@ from ..engine.step import FAILED
 from ..engine.step import step as shipped_step
 from ..viz.snapshot import Snapshot
 from ..viz.trace import EngineTrace
-from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import NotSolved, Raised, Reader, describe_exception, grade, short
-from .my_engine import MY_ENGINE, Parts, ReportCard, load_file, mark_passed
+from .grading import NotSolved, Raised, Reader, describe_exception, short
+from .my_engine import MY_ENGINE, Parts, ReportCard, function_in, grade_part
 
 STEP_FILE = MY_ENGINE / "step.py"
 """Where the chapter's ``%%writefile`` cell saves the reader's step, relative to the notebooks."""
@@ -508,19 +507,7 @@ STEP_NAME = "step（引擎的一步）"
 
 def _step_in(path: str | Path) -> tuple[StepFn | None, str]:
     """The ``step`` a reader's file defines, or None and why not, in words the grader prints."""
-    path = Path(path)
-    if not path.exists():
-        return None, f"{path} does not exist: run the %%writefile cell above, which saves your step there"
-    try:
-        module = load_file(path)
-    except Exception as error:   # the reader's file may raise anything as it is imported
-        return None, f"importing {path} raised {type(error).__name__}: {error}"
-    fn = getattr(module, "step", None)
-    if not callable(fn):
-        return None, f"{path} defines no function step(engine)"
-    if fn is shipped_step:
-        return None, f"{path} imports the shipped step instead of defining its own: write yours there"
-    return fn, ""
+    return function_in(path, "step", "(engine)", (shipped_step,), "step")
 
 
 def check_step(path: str | Path | StepFn = STEP_FILE) -> bool:
@@ -538,16 +525,7 @@ def check_step(path: str | Path | StepFn = STEP_FILE) -> bool:
     recorded. The first difference is reported with the step, what the queues were before it, what your
     step gave and what the shipped one gave, and a hint when the difference is that of a known slip.
     """
-    if not isinstance(path, (str, Path)):
-        return grade(STEP_NAME, path, STEP_CASES, HIDDEN_STEP_CASES, _run_step)
-    fn, problem = _step_in(path)
-    if fn is None:
-        return report(STEP_NAME, [problem])
-    if not grade(STEP_NAME, fn, STEP_CASES, HIDDEN_STEP_CASES, _run_step):
-        return False
-    mark_passed(path)
-    print(f"  {path} is marked passed: load_parts() gives it to the engine for as long as the file stays as it is")
-    return True
+    return grade_part(STEP_NAME, path, STEP_CASES, HIDDEN_STEP_CASES, _run_step, _step_in)
 
 
 def try_step(path: str | Path | StepFn = STEP_FILE, case: str | int = 0) -> list[dict[str, Any]]:
@@ -714,16 +692,16 @@ def capstone_workload(model: Any, *, num_requests: int = 10, length_scale: float
     (``kv_budget_tokens`` slots in blocks of ``block_size``) is too small for all of them at once, so the
     scheduler preempts; request ``sampled`` asks for n = 3 samples at temperature 0.8 with a seed.
     """
-    from ..bench.serve import make_setup
-    from ..workload import consultant_prompts
+    from ..sim.sharing import few_shot_max_seq_len
+    from ..workload import consultant_prompts, copilot50
 
-    setup = make_setup(model, num_requests=num_requests, length_scale=length_scale, output_scale=output_scale,
-                       block_size=block_size, seed=seed)
-    prompts = consultant_prompts(setup.requests, model.tokenizer, seed, length_scale=length_scale)
-    params = [SamplingParams(max_tokens=r.output_len) for r in setup.requests]
+    requests = copilot50(seed, num_requests, output_scale=output_scale, length_scale=length_scale)
+    prompts = consultant_prompts(requests, model.tokenizer, seed, length_scale=length_scale)
+    params = [SamplingParams(max_tokens=r.output_len) for r in requests]
     params[sampled] = dataclasses.replace(params[sampled], n=3, temperature=0.8, seed=7)
-    settings = {"kv_budget_tokens": kv_budget_tokens, "block_size": block_size, "max_seq_len": setup.max_seq_len,
-                "enable_prefix_caching": True, "stop_token_ids": tuple(model.stop_token_ids)}
+    settings = {"kv_budget_tokens": kv_budget_tokens, "block_size": block_size,
+                "max_seq_len": few_shot_max_seq_len(0, length_scale=length_scale), "enable_prefix_caching": True,
+                "stop_token_ids": tuple(model.stop_token_ids)}
     return Capstone(prompts, params, settings, sampled)
 
 

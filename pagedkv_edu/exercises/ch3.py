@@ -19,10 +19,9 @@ import torch
 from ..attention.reference import gather_kv as shipped_gather_kv
 from ..attention.reference import prefix_causal_sdpa
 from ..engine.guards import PartError
-from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, edge_length, random_table
-from .grading import Raised, Reader, describe_exception, grade, seeded, short
-from .my_engine import PARTS, load_file, mark_passed
+from .grading import Raised, Reader, describe_exception, seeded, short
+from .my_engine import PARTS, function_in, grade_part
 from .solutions import ch3 as reference
 
 GatherFn = Callable[[torch.Tensor, Sequence[int], int], torch.Tensor]
@@ -161,19 +160,8 @@ def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
 
 def _gather_in(path: str | Path) -> tuple[GatherFn | None, str]:
     """The ``gather_kv`` a reader's file defines, or None and why not, in words the grader prints."""
-    path = Path(path)
-    if not path.exists():
-        return None, f"{path} does not exist: run the %%writefile cell above, which saves your gather there"
-    try:
-        module = load_file(path)
-    except Exception as error:   # the reader's file may raise anything as it is imported
-        return None, f"importing {path} {describe_exception(error)}"
-    fn = getattr(module, "gather_kv", None)
-    if not callable(fn):
-        return None, f"{path} defines no function gather_kv(cache, block_table, seq_len)"
-    if fn in (reference.gather_kv, shipped_gather_kv):
-        return None, f"{path} imports the shipped gather_kv instead of defining its own: write yours there"
-    return fn, ""
+    return function_in(path, "gather_kv", "(cache, block_table, seq_len)", (reference.gather_kv, shipped_gather_kv),
+                       "gather")
 
 
 def check_gather_kv(fn: GatherFn | str | Path) -> bool:
@@ -184,16 +172,8 @@ def check_gather_kv(fn: GatherFn | str | Path) -> bool:
     through it, for as long as the file stays unchanged
     (:func:`~pagedkv_edu.exercises.my_engine.load_parts`, :func:`gather_attention`).
     """
-    if not isinstance(fn, (str, Path)):
-        return grade(GATHER_NAME, fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather)
-    gather, problem = _gather_in(fn)
-    if gather is None:
-        return report(GATHER_NAME, [problem])
-    if not grade(GATHER_NAME, gather, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather):
-        return False
-    mark_passed(fn)
-    print(f"  {fn} is marked passed: chapter 5's decoder gathers through it, for as long as the file stays as it is")
-    return True
+    return grade_part(GATHER_NAME, fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather, _gather_in,
+                      passed="chapter 5's decoder gathers through it")
 
 
 # --- the reader's gather, as the decoder's attention (chapter 5 and the last chapter) ---------------------

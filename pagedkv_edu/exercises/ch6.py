@@ -26,10 +26,9 @@ from ..core.block_manager import BlockManager
 from ..core.prefix_cache import NO_HIT, PrefixHit
 from ..core.request import Request, SamplingParams, Status
 from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
-from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import ArgsCase, NotSolved, Raised, Reader, as_bool, describe_exception, grade, short
-from .my_engine import load_file, mark_passed
+from .grading import ArgsCase, NotSolved, Raised, Reader, as_bool, grade, short
+from .my_engine import function_in, grade_part
 from .solutions import ch6 as reference
 
 # (name, num_tokens, block_size, num_free_blocks, watermark_blocks, num_running)
@@ -438,19 +437,7 @@ Policy = Callable[[SchedulerState], Any]
 
 def _policy_in(path: str | Path) -> tuple[Policy | None, str]:
     """The ``schedule`` a reader's file defines, or None and why not, in words the grader prints."""
-    path = Path(path)
-    if not path.exists():
-        return None, f"{path} does not exist: run the %%writefile cell above, which saves your policy there"
-    try:
-        module = load_file(path)
-    except Exception as error:   # the reader's file may raise anything as it is imported
-        return None, f"importing {path} {describe_exception(error)}"
-    fn = getattr(module, "schedule", None)
-    if not callable(fn):
-        return None, f"{path} defines no function schedule(state)"
-    if fn is reference.schedule:
-        return None, f"{path} imports the shipped schedule instead of defining its own: write yours there"
-    return fn, ""
+    return function_in(path, "schedule", "(state)", (reference.schedule,), "policy")
 
 
 def check_schedule(policy: Policy | str | Path) -> bool:
@@ -484,16 +471,7 @@ def check_schedule(policy: Policy | str | Path) -> bool:
     with the step and what it saw; so is one that changes a count itself, frees blocks with
     ``state.memory.release`` instead of preempting, or plans a token count that is not an int.
     """
-    if not isinstance(policy, (str, Path)):
-        return grade(SCHEDULE_NAME, policy, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule)
-    fn, problem = _policy_in(policy)
-    if fn is None:
-        return report(SCHEDULE_NAME, [problem])
-    if not grade(SCHEDULE_NAME, fn, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule):
-        return False
-    mark_passed(policy)
-    print(f"  {policy} is marked passed: load_parts() gives it to the engine for as long as the file stays as it is")
-    return True
+    return grade_part(SCHEDULE_NAME, policy, SCHEDULE_CASES, HIDDEN_SCHEDULE_CASES, _run_schedule, _policy_in)
 
 
 def try_schedule(policy: Policy | str | Path, case: str | int = 0) -> list[dict[str, Any]]:

@@ -30,6 +30,8 @@ from ..engine.engine import LLMEngine
 from ..engine.guards import CheckedMemory
 from ..engine.step import step as shipped_step
 from .ch8_cache import ReaderBlockPool, ReaderFunctions, ReaderPrefixCache
+from . import report
+from .grading import describe_exception, grade
 
 MY_ENGINE = Path("my_engine")
 """Where the chapters save your parts, relative to the notebooks."""
@@ -96,6 +98,45 @@ def load_file(path: str | Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def function_in(path: str | Path, name: str, signature: str, shipped: tuple[Any, ...], what: str
+                ) -> tuple[Callable[..., Any] | None, str]:
+    """The function ``name`` a reader's file defines, or None and why not, in words a grader prints.
+
+    ``shipped`` are the package's own versions: a file that imports one instead of defining its own is
+    refused (it would pass without a line of the reader's). ``what`` names the part in the messages.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None, f"{path} does not exist: run the %%writefile cell above, which saves your {what} there"
+    try:
+        module = load_file(path)
+    except Exception as error:   # noqa: BLE001 (the reader's file may raise anything as it is imported)
+        return None, f"importing {path} {describe_exception(error)}"
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        return None, f"{path} defines no function {name}{signature}"
+    if any(fn is s for s in shipped):
+        return None, f"{path} imports the shipped {name} instead of defining its own: write yours there"
+    return fn, ""
+
+
+def grade_part(name: str, target: Any, cases: Any, hidden: Any, run: Callable[..., list[str]],
+               find: Callable[[str | Path], tuple[Callable[..., Any] | None, str]], *,
+               passed: str = "load_parts() gives it to the engine") -> bool:
+    """Grade a part given as a function, or as the file that defines it (``find`` reads it): a file that passes
+    is marked passed as it is now, and ``passed`` says what runs it from then on."""
+    if not isinstance(target, (str, Path)):
+        return grade(name, target, cases, hidden, run)
+    fn, problem = find(target)
+    if fn is None:
+        return report(name, [problem])
+    if not grade(name, fn, cases, hidden, run):
+        return False
+    mark_passed(target)
+    print(f"  {target} is marked passed: {passed}, for as long as the file stays as it is")
+    return True
 
 
 # --- the parts, yours or shipped ---------------------------------------------------------------
@@ -262,5 +303,7 @@ def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Par
     return Parts(manager.value, policy.value, card, mine, attention_part(gather, kernel), step.value)
 
 
-__all__ = ["MY_ENGINE", "PARTS", "Part", "Parts", "ReportCard", "choose", "load_file", "load_parts", "mark_passed",
+__all__ = ["MY_ENGINE", "PARTS", "Part", "Parts", "ReportCard", "choose", "function_in", "grade_part", "load_file",
+           "load_parts",
+           "mark_passed",
            "why_not_passed"]
