@@ -46,6 +46,14 @@ READY = "    finished = engine.take_ready()                       # asked for no
 
 # name: (the reader's file, what the grader's message must say)
 WRONG = {
+    "gives a failed request's memory back, which it never held": (
+        _slip("        finished += engine.finish_sequence(request, FAILED, release=False)\n",
+              "        finished += engine.finish_sequence(request, FAILED)\n"),
+        ["your step raised ValueError", "end it with engine.finish_sequence(request, FAILED, release=False)"]),
+    "indexes the log-probs by the pair's place, not its row": (
+        _slip("    for (row, request), token in zip(rows, tokens):\n",
+              "    for place, ((_, request), token) in enumerate(zip(rows, tokens)):\n        row = place\n"),
+        ["your step raised IndexError", "index the log-probs by the row of the output"]),
     "forgets to append the token": (
         _slip(APPEND + STOP, "        reason = stop_reason(request, engine.config.stop_token_ids, engine.tokenizer) "
                              "if request.output_token_ids else None\n"),

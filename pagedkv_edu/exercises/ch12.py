@@ -415,6 +415,8 @@ HINTS = {
             "or max_tokens reached ends the sequence, by engine.finish_sequence(request, reason)",
     "logprobs": "with keep_logprobs on, give engine.append_token the row's log-probs (sample_tokens returns them, "
                 "one row per row of the output), as the third argument",
+    "logprobs row": "index the log-probs by the row of the output a sequence sampled from (the row of its "
+                    "(row, sequence) pair), not by the pair's place in the list: siblings share a row",
     "release": "end a sequence that stopped with engine.finish_sequence(request, reason): it gives the sequence's "
                "blocks back (release=False is for a request that holds none, one the scheduler failed)",
     "record": "end the step with engine.record(scheduled): the engine's history and the trace (the replay) read it",
@@ -463,6 +465,17 @@ def _diagnose(got: StepView, want: StepView, case: StepCase) -> str:
     return ""
 
 
+def _raised_hint(error: BaseException, filename: str | None, want: StepView) -> str:
+    """The known cause of an exception raised on the reader's own line, when the line and the step show it; else ""."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if filename and f.filename == filename]
+    line = (frames[-1].line or "") if frames else ""
+    if "finish_sequence" in line and want.failed and isinstance(error, ValueError):
+        return HINTS["failed"]                           # release=True on a request that never held memory
+    if "logprobs[" in line and isinstance(error, IndexError):
+        return HINTS["logprobs row"]
+    return ""
+
+
 def _reader_line(error: BaseException, filename: str | None) -> str:
     """``(your line 12: `engine.append_token(...)`)`` when the reader's own code is in the traceback."""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if filename and f.filename == filename]
@@ -479,7 +492,8 @@ def _run_step(fn: Reader, case: StepCase) -> list[str]:
         try:
             got = run.step(expected.step)
         except Raised as raised:
-            return [where, f"your step {raised}{_reader_line(raised.error, _filename(fn.fn))}"]
+            hint = _raised_hint(raised.error, _filename(fn.fn), expected)
+            return [where, f"your step {raised}{_reader_line(raised.error, _filename(fn.fn))}"] + ([hint] if hint else [])
         except NotSolved:
             raise
         except Exception as error:   # the engine, outside your step, on the state your step left
