@@ -271,3 +271,14 @@ def test_replica_refuses_a_request_larger_than_its_pool() -> None:
     with pytest.raises(ValueError, match="need 5 blocks"):
         replica.serve(req(0, 0, own(0, 16)), 0)
     assert replica.manager.pool.num_free == 4 and not replica.outcomes
+
+
+def test_fallback_counts_tells_the_weak_matches_from_the_imbalance_guard() -> None:
+    """A balanced weak match is the fallback's, an imbalanced fleet the guard's, a strong match neither's."""
+    from pagedkv_edu.sim.routing import HybridThresholds, fallback_counts
+
+    decisions = [{"loads": [0, 0], "matches": [2, 0], "prompt_len": 10},     # 20% match, balanced: the fallback
+                 {"loads": [20, 0], "matches": [0, 0], "prompt_len": 10},    # 20 - 0 > 8 and 20 > 0: the guard
+                 {"loads": [1, 0], "matches": [8, 0], "prompt_len": 10}]     # 80% match: the match decides
+    assert fallback_counts(decisions) == (1, 1)
+    assert fallback_counts(decisions, HybridThresholds(cache_threshold=0.9)) == (2, 1)

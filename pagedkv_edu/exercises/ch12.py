@@ -43,7 +43,7 @@ from ..engine.step import step as shipped_step
 from ..viz.snapshot import Snapshot
 from ..viz.trace import EngineTrace
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import NotSolved, Raised, Reader, describe_exception, short
+from .grading import NotSolved, Raised, Reader, describe_exception, rows_to_first_difference, short
 from .my_engine import MY_ENGINE, Parts, ReportCard, function_in, grade_part
 
 STEP_FILE = MY_ENGINE / "step.py"
@@ -559,19 +559,8 @@ def try_step(path: str | Path | StepFn = STEP_FILE, case: str | int = 0) -> list
         fn, problem = _step_in(path)
         if fn is None:
             raise ValueError(problem)
-    run, rows = _Run(chosen, Reader(fn)), []
-    for expected in _reference_run(chosen):
-        try:
-            got, problem = run.step(expected.step), ""
-        except Raised as raised:
-            got, problem = None, f"your step {raised}{_reader_line(raised.error, _filename(fn))}"
-        except NotSolved as stub:
-            got, problem = None, f"not solved yet ({stub})"
-        rows.append({"step": expected.step, "before": expected.before, "yours": got, "expected": expected,
-                     "problem": problem})
-        if got is None or _differences(got, expected):
-            break
-    return rows
+    return rows_to_first_difference(_Run(chosen, Reader(fn)).step, _reference_run(chosen), _differences, Raised,
+                                    lambda raised: f"your step {raised}{_reader_line(raised.error, _filename(fn))}")
 
 
 # --- one step, read function by function ------------------------------------------------------------

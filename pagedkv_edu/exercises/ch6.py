@@ -27,7 +27,7 @@ from ..core.prefix_cache import NO_HIT, PrefixHit
 from ..core.request import Request, SamplingParams, Status
 from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
 from .ch2 import HIDDEN_BLOCK_SIZES
-from .grading import ArgsCase, NotSolved, Raised, Reader, as_bool, grade, short
+from .grading import ArgsCase, Raised, Reader, as_bool, grade, rows_to_first_difference, short
 from .my_engine import function_in, grade_part
 from .solutions import ch6 as reference
 
@@ -492,16 +492,5 @@ def try_schedule(policy: Policy | str | Path, case: str | int = 0) -> list[dict[
         if fn is None:
             raise ValueError(problem)
         policy = fn
-    run, rows = _Run(chosen, Reader(policy)), []
-    for expected in _reference_run(chosen):
-        try:
-            got, problem = run.step(expected.step), ""
-        except _Refused as refused:
-            got, problem = None, " ".join(filter(None, (refused.message, refused.hint)))
-        except NotSolved as stub:
-            got, problem = None, f"not solved yet ({stub})"
-        rows.append({"step": expected.step, "before": expected.before, "yours": got, "expected": expected,
-                     "problem": problem})
-        if got is None or _differences(got, expected):
-            break
-    return rows
+    return rows_to_first_difference(_Run(chosen, Reader(policy)).step, _reference_run(chosen), _differences,
+                                    _Refused, lambda refused: " ".join(filter(None, (refused.message, refused.hint))))

@@ -106,6 +106,26 @@ def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequenc
     return report(name, out)
 
 
+def rows_to_first_difference(step: Callable[[int], Any], expected: Iterable[Any],
+                             differences: Callable[[Any, Any], list[str]], caught: type[BaseException],
+                             describe: Callable[[Any], str]) -> list[dict[str, Any]]:
+    """What a ``try_*`` helper of a step-by-step grader returns: for each reference step (``.step``,
+    ``.before``), the reader's result ``step(n)`` beside the expected one, through the first step that differs
+    or raised ``caught`` (described by ``describe``) or showed the stub."""
+    rows = []
+    for want in expected:
+        try:
+            got, problem = step(want.step), ""
+        except caught as error:
+            got, problem = None, describe(error)
+        except NotSolved as stub:
+            got, problem = None, f"not solved yet ({stub})"
+        rows.append({"step": want.step, "before": want.before, "yours": got, "expected": want, "problem": problem})
+        if got is None or differences(got, want):
+            break
+    return rows
+
+
 def grade_in_order(name: str, cases: Sequence[C], run: Callable[[C], list[str]], *, passed: str = "") -> bool:
     """Run costly cases (kernels in the interpreter) in order and stop at the first failure.
 

@@ -267,6 +267,15 @@ def smallest_tree_choice(loads: Sequence[int], matches: Sequence[int], prompt_le
     return min(range(len(tree_sizes)), key=tree_sizes.__getitem__)
 
 
+def fallback_counts(decisions: Sequence[dict[str, Any]], limits: HybridThresholds = HybridThresholds()
+                    ) -> tuple[int, int]:
+    """Of a run's decisions (``RoutingResult.decisions``): how many the weak-match fallback made (balanced loads,
+    best match at most ``cache_threshold`` of the prompt), and how many the fleet-wide imbalance test made."""
+    guard = [imbalanced(d["loads"], limits.abs_threshold, limits.rel_threshold) for d in decisions]
+    weak = sum(not g and max(d["matches"]) / d["prompt_len"] <= limits.cache_threshold for g, d in zip(guard, decisions))
+    return weak, sum(guard)
+
+
 class RouterTree:
     """SGLang's router-side tree: **one** token trie for every replica, each node tagged with the replicas sent it.
 
