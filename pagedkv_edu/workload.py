@@ -29,6 +29,7 @@ class Request:
     output_len: int
     arrival_step: int = 0
     shared_prefix_len: int = SYSTEM_PROMPT_TOKENS
+    arrival_ms: float = 0.0   # for the timed simulator (chapter 6): a clock, not a step, so budgets cannot move it
 
     def __post_init__(self) -> None:
         if self.prompt_len < 0 or self.output_len < 0:
@@ -38,6 +39,8 @@ class Request:
             )
         if self.arrival_step < 0:
             raise ValueError(f"request {self.request_id}: arrival_step={self.arrival_step} must be >= 0")
+        if not self.arrival_ms >= 0:
+            raise ValueError(f"request {self.request_id}: arrival_ms={self.arrival_ms} must be >= 0")
 
     @property
     def final_len(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import random
 
 import pytest
@@ -15,7 +17,8 @@ from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.core.scheduler import Scheduler
 from pagedkv_edu.attention.kv_cache import copy_blocks_between
 from pagedkv_edu.core.swap import SwapSpace
-from pagedkv_edu.sim.preemption_cost import OPT_13B, Hardware, preemption_cost, preemption_costs
+from pagedkv_edu.sim.decode_cost import A100_PCIE
+from pagedkv_edu.sim.preemption_cost import OPT_13B, preemption_cost, preemption_costs
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +158,7 @@ def test_the_cost_model_has_the_shape_of_fig_19() -> None:
     assert costs[0].swap_s > costs[0].recompute_s                # block size 1: swapping loses
     assert costs[-1].swap_s < costs[-1].recompute_s              # block size 256: swapping wins
     # Without a fixed cost per copy, the block size would not matter: the copy count is the mechanism.
-    flat = preemption_costs(sizes, 1024, hw=Hardware(copy_latency_s=0.0), **OPT_13B)
+    flat = preemption_costs(sizes, 1024, device=dataclasses.replace(A100_PCIE, copy_latency_s=0.0), **OPT_13B)
     assert max(c.swap_s for c in flat) == pytest.approx(min(c.swap_s for c in flat), rel=1e-9)
     with pytest.raises(ValueError, match="block_size"):
         preemption_cost(0, 10, **OPT_13B)

@@ -1,9 +1,11 @@
-"""Static against continuous batching, and chunked prefill, timed in engine steps (chapter 6).
+"""Static against continuous batching, and chunked prefill, on a modelled clock (chapter 6).
 
 The engine with a :class:`~pagedkv_edu.engine.runner.StandInRunner` serves the same requests
 two ways: a new batch of ``max_num_seqs`` only when the last one has finished (static), or each
-request on arrival (continuous). A :class:`~pagedkv_edu.sim.decode_cost.StepCost` turns steps
-into deterministic milliseconds; chapter 6 reads throughput, TTFT and inter-token latency from them.
+request on arrival (continuous). A :class:`~pagedkv_edu.sim.decode_cost.StepCost` turns each
+step's work into deterministic milliseconds, and requests arrive on that clock (``arrival_ms``), so
+the same arrival lands at the same time whatever the budget; chapter 6 reads throughput, TTFT and
+inter-token latency from it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from ..core.block_manager import BlockManager
 from ..checks import check_whole
 from ..workload import Request
+from ..specs import get_spec
 from .decode_cost import StepCost
 from ..engine.engine import LLMEngine
 from ..engine.runner import StandInRunner
@@ -131,19 +134,22 @@ class BatchingResult:
 
 def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_tokens: int, max_num_seqs: int,
           block_size: int = 16, max_num_batched_tokens: int | None = None, watermark_blocks: int = 0,
-          cost: StepCost = StepCost(), max_steps: int = 1_000_000) -> BatchingResult:
-    """Serve ``requests`` (their ``arrival_step`` counts engine steps) under ``mode``; returns every step's record.
+          cost: StepCost | None = None, max_steps: int = 1_000_000) -> BatchingResult:
+    """Serve ``requests`` (each arriving at its ``arrival_ms``) under ``mode``; returns every step's record.
 
     ``max_num_seqs`` is the batch: the size of a static batch, and the seats of continuous
     batching. ``max_num_batched_tokens`` is the token budget of a step (None: no cap, every
     prompt is prefilled whole). The memory is paged, ``kv_budget_tokens // block_size`` blocks.
+    ``cost`` prices a step (default: Llama-3.2-1B on an H200). A request is handed over at the
+    first step that starts at or after its arrival; an idle engine waits for the next arrival.
     """
+    cost = cost or StepCost(get_spec("llama-3.2-1b"))
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}")
     check_whole("kv_budget_tokens", kv_budget_tokens, 1)
     check_whole("block_size", block_size, 1)
     check_whole("max_num_seqs", max_num_seqs, 1)
-    reqs = sorted(requests, key=lambda r: (r.arrival_step, r.request_id))
+    reqs = sorted(requests, key=lambda r: (r.arrival_ms, r.request_id))
     if not reqs:
         raise ValueError("no requests to serve")
     empty = [r.request_id for r in reqs if r.prompt_len < 1 or r.output_len < 1]
@@ -157,14 +163,13 @@ def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_to
                        max_seq_len=num_blocks * block_size, max_num_seqs=max_num_seqs,
                        max_num_batched_tokens=max_num_batched_tokens, keep_history=False)
     result = BatchingResult(mode, max_num_seqs, max_num_batched_tokens, cost)
-    result.requests = [RequestTimes(r.request_id, r.prompt_len, 0.0) for r in reqs]
+    result.requests = [RequestTimes(r.request_id, r.prompt_len, r.arrival_ms) for r in reqs]
     times: list[RequestTimes] = []    # by the engine's request id, in the order handed over
     pending, clock = list(reqs), 0.0
     for step in range(max_steps):
-        arrived = [r for r in pending if r.arrival_step <= step]
-        for r in arrived:
-            if r.arrival_step == step:
-                result.request(r.request_id).arrival = clock
+        if pending and not engine.has_unfinished:
+            clock = max(clock, pending[0].arrival_ms)     # idle: nothing runs until the next arrival
+        arrived = [r for r in pending if r.arrival_ms <= clock]
         if mode == "continuous":
             handed = arrived
         else:   # a new batch only when the engine is empty
@@ -179,9 +184,7 @@ def serve(requests: Sequence[Request], mode: str = "continuous", *, kv_budget_to
             raise RuntimeError(f"requests {[times[s.seq_id].request_id for s in decided.failed]} failed to fit")
         prefill = sum(s.num_new_tokens for s in decided.scheduled if s.is_prefill)
         decode = sum(s.num_new_tokens for s in decided.scheduled if not s.is_prefill)
-        context = sum(s.seq_len for s in decided.scheduled if not s.is_prefill)
-        if decided.scheduled:
-            clock += cost(prefill + decode, context)
+        clock += cost([(s.num_new_tokens, s.num_computed_tokens) for s in decided.scheduled])
         for s in decided.scheduled:
             if s.samples:                     # else a chunk of a prompt: no token yet
                 t = times[s.seq.seq_id]

@@ -2,7 +2,9 @@
 
 A preempted sequence comes back either by a prefill of its tokens again (recompute) or by
 copying its blocks back from host memory (swap, :class:`~pagedkv_edu.core.swap.SwapSpace`).
-The model prices both on an assumed machine; the simulator counts what each mode moved.
+The model prices both on a :class:`~pagedkv_edu.sim.decode_cost.Device` (by default the paper's
+A100 on PCIe, the one table of assumptions the book's timing chapters share); the simulator counts
+what each mode moved.
 """
 
 from __future__ import annotations
@@ -12,21 +14,7 @@ from dataclasses import dataclass
 
 from ..checks import check_whole
 from ..core.block_table import blocks_needed
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """What the model needs of a machine; the defaults are an A100-40GB on PCIe 4.0 (the paper's GPU).
-
-    ``pcie_bytes_per_s``: achieved host<->device bandwidth of large pinned copies (PCIe 4.0 x16
-    peaks at 32 GB/s; 25 GB/s is typical). ``copy_latency_s``: fixed cost of one copy call
-    (launch and DMA setup, a few microseconds). ``prefill_flops_per_s``: achieved fp16 throughput of
-    a prefill (a fraction of the A100's 312 TFLOP/s peak). All three are assumptions, not measurements.
-    """
-
-    pcie_bytes_per_s: float = 25e9
-    copy_latency_s: float = 5e-6
-    prefill_flops_per_s: float = 150e12
+from .decode_cost import A100_PCIE, Device
 
 
 @dataclass(frozen=True)
@@ -44,20 +32,20 @@ class PreemptionCost:
 
 
 def preemption_cost(block_size: int, num_tokens: int, *, num_params: float, num_layers: int,
-                    kv_bytes_per_token: int, hw: Hardware = Hardware()) -> PreemptionCost:
+                    kv_bytes_per_token: int, device: Device = A100_PCIE) -> PreemptionCost:
     """Recompute against swap for one sequence of ``num_tokens`` at ``block_size``.
 
-    Recompute: one prefill, ``2 * num_params`` FLOPs per token, whatever the block size.
-    Swap, each way: one copy per block per layer for K and one for V, each paying
-    ``copy_latency_s`` plus its bytes over the PCIe bandwidth. Small blocks mean many small
+    Recompute: one prefill, ``2 * num_params`` FLOPs per token at the device's achieved FLOP/s,
+    whatever the block size. Swap, each way: one copy per block per layer for K and one for V,
+    each paying ``copy_latency_s`` plus its bytes over the host link. Small blocks mean many small
     copies, and the fixed cost dominates: the shape of the paper's Fig. 19(a).
     """
     check_whole("block_size", block_size, 1)
     check_whole("num_tokens", num_tokens, 1)
     copies = 2 * num_layers * blocks_needed(num_tokens, block_size)
     bytes_moved = blocks_needed(num_tokens, block_size) * block_size * kv_bytes_per_token   # whole blocks move
-    one_way = copies * hw.copy_latency_s + bytes_moved / hw.pcie_bytes_per_s
-    recompute = 2 * num_params * num_tokens / hw.prefill_flops_per_s
+    one_way = copies * device.copy_latency_s + bytes_moved / device.host_bandwidth
+    recompute = 2 * num_params * num_tokens / device.achieved_flops
     return PreemptionCost(block_size, recompute, one_way, one_way)
 
 

@@ -27,7 +27,7 @@ from ..engine.sampling import SamplingParams
 from ..core.scheduler import ScheduledStep, TokenCounts
 from ..engine.config import EngineConfig
 from ..core.swap import SwapSpace
-from .preemption_cost import Hardware
+from .decode_cost import A100_PCIE, Device
 from ..workload import MAX_SEQ_LEN, Request, prompt_token_ids
 
 WASTE_KINDS = ("over_reserved", "internal", "external")
@@ -357,13 +357,13 @@ class PreemptionOverhead:
 
 
 def preemption_overhead(requests: Iterable[Request], block_sizes: Iterable[int], kv_budget_tokens: int, *,
-                        num_params: float, num_layers: int, kv_bytes_per_token: int, hw: Hardware = Hardware(),
+                        num_params: float, num_layers: int, kv_bytes_per_token: int, device: Device = A100_PCIE,
                         **sim: object) -> list[PreemptionOverhead]:
     """Recompute against swap on one workload, by block size: the paper's Fig. 19(a) with this book's scheduler.
 
     At each block size the workload is simulated twice, preempting by recompute and by swap.
     The simulations *count* (tokens recomputed, blocks swapped); the cost model of
-    :mod:`pagedkv_edu.core.swap` turns the counts into seconds on the hardware ``hw``, for a model
+    :mod:`pagedkv_edu.core.swap` turns the counts into seconds on ``device``, for a model
     of ``num_params`` parameters (``swap.OPT_13B`` is the paper's).
     """
     reqs = list(requests)
@@ -376,6 +376,6 @@ def preemption_overhead(requests: Iterable[Request], block_sizes: Iterable[int],
         moved = 2 * swap.swapped_blocks * size * kv_bytes_per_token
         out.append(PreemptionOverhead(
             size, recompute.preemptions, recompute.recomputed_tokens, swap.preemptions, swap.swapped_blocks,
-            2 * num_params * recompute.recomputed_tokens / hw.prefill_flops_per_s,
-            copies * hw.copy_latency_s + moved / hw.pcie_bytes_per_s))
+            2 * num_params * recompute.recomputed_tokens / device.achieved_flops,
+            copies * device.copy_latency_s + moved / device.host_bandwidth))
     return out
