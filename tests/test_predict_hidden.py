@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]*_*.ipynb"))   # part notebooks too (06b_...)
 # The reader's guess: a cell of nothing but ``my_x = None`` (or a dict of guesses) lines and comments.
 GUESS = re.compile(r"(?:my_\w+|prediction)\s*=\s*(?:None\b|\{).*")
 ASSIGNED = re.compile(r"^([A-Za-z_]\w*)\s*=", re.MULTILINE)
