@@ -22,7 +22,7 @@ from pagedkv_edu.exercises.solutions.ch3 import gather_kv as shipped_gather
 from pagedkv_edu.model import load_model, loading
 from pagedkv_edu.model.llama import LlamaConfig, rope_inv_freq
 from pagedkv_edu.model.paged_batch import random_paged_step
-from pagedkv_edu.viz.kv_memory import kv_memory, left_padded
+from pagedkv_edu.bench.kv_memory import kv_memory, left_padded
 
 TILE, SPLITS = 16, 2
 CHAT_PROMPT, NEW = 40, 12    # the chapter's chat prompt and reply; its longest decode step attends over 51 positions

@@ -1,4 +1,4 @@
-"""Reading the committed serve records (``bench.records``) and drawing them (``viz.record_plots``).
+"""Reading the committed serve records (``bench.records``) and drawing them (``bench.record_plots``).
 
 Chapter 6, part 2 prints these functions' text and shows their figures. They are checked here two ways: on
 small records made up to isolate one rule (which file is read, which step counts as a decode step, which
@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 
 from pagedkv_edu.bench import RESULTS_DIR  # noqa: E402
 from pagedkv_edu.bench import records as R  # noqa: E402
-from pagedkv_edu.viz import record_plots  # noqa: E402
+from pagedkv_edu.bench import record_plots  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from pagedkv_edu.model.paged_batch import random_paged_batch  # noqa: E402
 from pagedkv_edu.sim.simulate import simulate  # noqa: E402
 from pagedkv_edu.viz.attention_parity import block_owners, parity_figure  # noqa: E402
 from pagedkv_edu.viz.cache_contents import cache_contents  # noqa: E402
-from pagedkv_edu.viz.kv_memory import KVMemory, kv_memory_figure  # noqa: E402
+from pagedkv_edu.bench.kv_memory import KVMemory, kv_memory_figure  # noqa: E402
 from pagedkv_edu.viz.reservation_gain import ReservationGain, gain_figure  # noqa: E402
 from pagedkv_edu.workload import copilot50  # noqa: E402
 

@@ -18,7 +18,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from ..bench.decode import cache_bytes, returned_cache, static_cache_bytes
+from .decode import cache_bytes, returned_cache, static_cache_bytes
 from ..engine.generate import GenerationResult
 
 MIB = 2 ** 20

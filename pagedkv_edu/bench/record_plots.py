@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..bench.records import DecodeStepFit, Record
+from .records import DecodeStepFit, Record
 
 POLICY_COLOURS: dict[str, str] = {"paged": "#117733", "contiguous": "#CC6677"}
 
