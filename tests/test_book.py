@@ -61,7 +61,8 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # Chapters whose learning goals and recap are also given in Traditional Chinese (issue 12, section 6).
 BILINGUAL = ["notebooks/00_why_kv_cache", "notebooks/01_contiguous_cache", "notebooks/02_block_pool_and_tables",
-             "notebooks/03_paged_attention_torch", "notebooks/04_triton_decode_kernel",
+             "notebooks/03_paged_attention_torch", "notebooks/04_triton_pieces",
+             "notebooks/04b_triton_decode_kernel",
              "notebooks/05_paged_llama_decoder", "notebooks/06_continuous_batching",
              "notebooks/06b_measuring_an_engine", "notebooks/07_sharing_blocks",
              "notebooks/08_prefix_caching", "notebooks/09_block_size", "notebooks/10_textbook_to_production",
