@@ -16,7 +16,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e . $(PINS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[router]' $(PINS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(ASSETS)
 	$(BIN)/python -m ipykernel install --sys-prefix --name pagedkv-edu --display-name "Python (pagedkv-edu)" >/dev/null
 	touch $(STAMP)

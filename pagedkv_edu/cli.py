@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pagedkv_edu.bench.generate_cli",
     "pagedkv_edu.bench",
     "pagedkv_edu.bench.serve",
+    "pagedkv_edu.bench.http_server",
     "pagedkv_edu.bench.routing_cli",
 )
 

@@ -18,9 +18,13 @@ CPU_PINS = {"torch": "2.13.0", "triton": "3.9.0"}
 GPU_MACHINE = {"torch": "2.11.0", "triton": "3.6.0"}
 
 
-def _pyproject_deps() -> list[str]:
+def _pyproject() -> dict:
     with open(ROOT / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["project"]["dependencies"]
+        return tomllib.load(f)["project"]
+
+
+def _pyproject_deps() -> list[str]:
+    return _pyproject()["dependencies"]
 
 
 def _environment_pip_deps() -> list[str]:
@@ -46,7 +50,7 @@ def _pinned(deps: list[str]) -> list[str]:
 
 
 def test_environment_yml_is_pyproject_with_the_cpu_pins() -> None:
-    py = sorted(map(_normalise, _pinned(_pyproject_deps())))
+    py = sorted(map(_normalise, _pinned(_pyproject_deps() + _pyproject()["optional-dependencies"]["router"])))
     env = sorted(map(_normalise, _environment_pip_deps()))
     assert py == env, f"only in pyproject: {set(py) - set(env)}; only in environment.yml: {set(env) - set(py)}"
 
@@ -65,7 +69,13 @@ def test_makefile_pins_the_cpu_wheels_in_the_install() -> None:
     makefile = (ROOT / "Makefile").read_text()
     pins = re.search(r"^PINS\s*:=\s*(.+)$", makefile, re.M)
     assert pins is not None and sorted(pins.group(1).split()) == sorted(f"{k}=={v}" for k, v in CPU_PINS.items())
-    assert "-e . $(PINS)" in makefile
+    assert "-e '.[router]' $(PINS)" in makefile
+
+
+def test_the_router_is_an_extra_so_a_plain_install_needs_nothing_new() -> None:
+    # The GPU machine can install nothing: `pip install -e .` must not ask for sglang-router.
+    assert not any(Requirement(d).name == "sglang-router" for d in _pyproject_deps())
+    assert _pyproject()["optional-dependencies"]["router"] == ["sglang-router==0.3.2"]
 
 
 def test_makefile_installs_offline_assets_without_deps() -> None:

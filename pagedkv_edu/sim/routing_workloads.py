@@ -112,6 +112,33 @@ def chats(num_requests: int = 200, rate_per_s: float = 50.0, seed: int = 0, *, t
     return [TimedRequest(i, t, prompt, answer, group) for i, (t, prompt, answer, group) in enumerate(made[:num_requests])]
 
 
+WORDS: tuple[str, ...] = tuple("""
+time year people way day man thing woman life child world school state family student group country problem
+hand part place case week company system program question work government number night point home water room
+mother area money story fact month lot right study book eye job word business issue side kind head house
+service friend father power hour game line end member law car city community name team minute idea kid body
+information back parent face others level office door health person art war history party result change reason
+research girl moment air teacher force education foot boy age policy music market sense nation plan college
+interest death experience effect class control care field development role rate heart drug show leader light
+voice wife mind price report decision son view relationship town road arm difference value building action
+model season tax director position player record paper space ground form event official matter center site
+project activity star table need court oil cost industry figure street image phase stock fire bank bird river
+stone cloud window bridge forest letter picture engine memory block cache token layer query key vector batch
+queue router server client request answer prompt kernel thread page""".split())
+"""200 English words, each one token of the Llama-3.2 tokenizer with or without a leading space (tested)."""
+
+
+def as_text(prompt: tuple[int, ...], stride: int = 1) -> str:
+    """A prompt of token ids as words, for a server that takes text: every ``stride``-th token, one word each.
+
+    The same ids give the same words, so two prompts that share a prefix of ids share a prefix
+    of text (what a router's tree matches on), and with the Llama-3.2 tokenizer each word is one
+    token again: a prompt keeps its sharing, at ``1/stride`` of its length.
+    """
+    check_whole("stride", stride, 1, 1 << 20)
+    return " ".join(WORDS[t % len(WORDS)] for t in prompt[::stride])
+
+
 WORKLOADS: dict[str, Callable[..., list[TimedRequest]]] = {
     "consultants": consultants, "tenants": tenants, "chats": chats,
 }
