@@ -41,8 +41,9 @@ def runs() -> dict:
         real = rr.run_real(texts, replicas=replicas, time_limit_s=240)
         busy = rr.run_real(texts[:12], ("cache_aware",), replicas=replicas, concurrency=4, time_limit_s=120)
         running = procs.pids
+        served = sum(rr.get_json(f"{r.url}/server_info")["served"] for r in replicas)
     started = list(procs.ever) + [run.router for run in real + busy]
-    return {"texts": texts, "real": real, "busy": busy[0], "started": started, "running": running,
+    return {"texts": texts, "real": real, "busy": busy[0], "started": started, "running": running, "served": served,
             "urls": [s.url for s in started]}
 
 
@@ -52,6 +53,11 @@ def test_every_request_is_answered_once_under_each_policy(runs: dict) -> None:
         assert sorted(run.order) == ["replica-0", "replica-1"]
         assert all(0 <= c < p for c, p in zip(run.cached_tokens, run.prompt_tokens))
         assert sum(run.cache_blocks.values()) > 0
+
+
+def test_no_request_was_served_twice(runs: dict) -> None:
+    # the replicas count what they served: no retry, no duplicate (the router runs with --disable-retries)
+    assert runs["served"] == 2 * 24 + 12
 
 
 def test_each_policy_routes_as_the_simulators_rule_of_the_same_name(runs: dict) -> None:

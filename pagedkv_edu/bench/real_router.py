@@ -39,6 +39,7 @@ ROUTER_POLICIES: dict[str, str] = {"round_robin": "round-robin", "cache_aware": 
 """The router's policies run here, and the simulator's policy that states the same rule."""
 
 LOOPBACK = "127.0.0.1"
+GUARD = Path(__file__).with_name("orphan_guard.py")
 START_TIMEOUT_S = 90.0
 REQUEST_TIMEOUT_S = 60.0
 MAX_REQUESTS = 400
@@ -107,7 +108,8 @@ class Processes:
     """Every process of one experiment; leaving the ``with`` block stops them all (also at interpreter exit).
 
     Each starts in its own process group, so stopping it stops anything it spawned: SIGTERM,
-    then SIGKILL after ``grace_s``.
+    then SIGKILL after ``grace_s``. Each also runs under :mod:`.orphan_guard`, which stops it if this
+    process dies without stopping it (a kernel killed or restarted).
     """
 
     def __init__(self, log_dir: Path | None = None, grace_s: float = 5.0) -> None:
@@ -129,9 +131,11 @@ class Processes:
         return [s.process.pid for s in self.started]
 
     def start(self, name: str, argv: Sequence[str]) -> Started:
+        """``argv`` in a session of its own, under :mod:`.orphan_guard`: if this process dies, so does it."""
         log = self.log_dir / f"{name}.log"
+        guarded = [sys.executable, str(GUARD), str(os.getpid()), "--", *argv]
         with open(log, "wb") as out:
-            process = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(guarded, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         started = Started(name, process, log)
         self.started.append(started)
