@@ -15,6 +15,8 @@ from .workload import Request
 
 PAPER_MAX_SEQ_LEN = 2048          # OPT's context
 PAPER_KV_SLOTS_OPT13B = 15_700    # Table 1: OPT-13B on one A100-40GB, 12 GB of KV space = 15.7K token slots
+FIGURE_2_KV_UTILISATION = {"max": 0.204, "pow2": 0.268, "oracle": 0.382, "paged": 0.963}
+"""Kwon et al., Figure 2: the share of KV memory holding tokens under Orca (Max, Pow2, Oracle) and vLLM."""
 
 
 @dataclass(frozen=True)

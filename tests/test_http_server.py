@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import torch
 
 from pagedkv_edu import LLMEngine, SamplingParams
 from pagedkv_edu.bench import http_server as hs
 from pagedkv_edu.cli import build_parser
+from pagedkv_edu.engine.runner import StandInRunner
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,7 @@ def test_the_router_endpoints_answer(server: hs.EngineHTTPServer) -> None:
     assert (hs.Path(info["tokenizer_path"]) / "tokenizer.json").is_file()     # what a router loads offline
     status, info = call(server, "GET", "/server_info")
     assert status == 200 and info["name"] == "r0" and info["block_size"] == 16 and info["enable_prefix_caching"]
+    assert {"served", "refused", "failed", "prefix_hit_tokens", "in_flight_samples"} <= set(info)
     # SGLang's fields: the name clients use, and a local directory a router loads the tokenizer from
     assert info["served_model_name"] == "tiny-random" and (hs.Path(info["model_path"]) / "tokenizer.json").is_file()
     assert call(server, "GET", "/v1/models")[1]["data"][0]["id"] == "tiny-random"
@@ -121,7 +125,14 @@ BAD = [  # (path, raw body, the status, words the message must hold)
     ("/generate", json.dumps({"text": "x", "sampling_params": {"max_new_tokens": -1}}).encode(), 400, "-1"),
     ("/generate", json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 2.5}}).encode(), 400, "2.5"),
     ("/generate", json.dumps({"text": "x", "sampling_params": {"max_new_tokens": True}}).encode(), 400, "True"),
-    ("/generate", json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 600}}).encode(), 400, "max_seq_len=512"),
+    ("/generate", json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 600}}).encode(), 400,
+     "max_new_tokens=600 exceeds max_seq_len=512"),
+    ("/generate", json.dumps({"text": "x", "sampling_params": {"n": 65}}).encode(), 400, "n must be a whole number in 1..64"),
+    ("/generate", json.dumps({"text": "x", "sampling_params": {"temperature": 1e-300}}).encode(), 400, "send 0 for greedy"),
+    ("/generate", b'{"text": "x", "sampling_params": {"temperature": Infinity}}', 400, "finite"),
+    ("/generate", json.dumps({"text": "x", "sampling_params": {"sampling_seed": 10**23}}).encode(), 400, "sampling_seed"),
+    ("/generate", json.dumps({"text": "x", "sampling_params": {"stop_token_ids": [-5]}}).encode(), 400,
+     "stop_token_ids outside the vocabulary"),
     ("/generate", json.dumps({"input_ids": list(range(1, 520))}).encode(), 400, "max_seq_len=512"),
     ("/generate", json.dumps({"input_ids": [1, 999_999]}).encode(), 400, "outside the vocabulary"),
     ("/generate", json.dumps({"input_ids": [1, "a"]}).encode(), 400, "token ids"),
@@ -137,7 +148,9 @@ BAD = [  # (path, raw body, the status, words the message must hold)
     ("/generate", json.dumps({"text": "x", "sampling_params": []}).encode(), 400, "sampling_params"),
     ("/v1/completions", json.dumps({"model": "gpt-4", "prompt": "x"}).encode(), 404, "gpt-4"),
     ("/v1/completions", json.dumps({"prompt": ["a", "b"]}).encode(), 400, "prompt"),
-    ("/v1/completions", json.dumps({"prompt": "x", "logprobs": 2}).encode(), 400, "logprobs"),
+    ("/v1/completions", json.dumps({"prompt": "x", "logprobs": 2}).encode(), 400, "logprobs=2 is not supported"),
+    ("/v1/completions", json.dumps({"max_tokens": 2}).encode(), 400, "prompt is required"),
+    ("/v1/completions", json.dumps({"prompt": "x", "max_tokens": 600}).encode(), 400, "max_tokens=600 exceeds"),
     ("/v1/completions", json.dumps({"prompt": "x", "max_tokens": -3}).encode(), 400, "max_tokens"),
     ("/v1/completions", json.dumps({"prompt": "x", "echo": True}).encode(), 400, "echo"),
     ("/nowhere", b"{}", 404, "no endpoint"),
@@ -152,6 +165,104 @@ def test_bad_requests_get_a_4xx_naming_the_value_and_change_nothing(server: hs.E
     assert got == status, body
     assert words in body["error"]["message"] and body["error"]["code"] == status
     assert engine_state(server) == before
+
+
+def test_keep_alive_stays_in_step_after_a_refusal(server: hs.EngineHTTPServer) -> None:
+    """A refused POST's body is read, never taken for the next request on the same connection."""
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("POST", "/nowhere", body=b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = conn.getresponse()
+    assert first.status == 404 and b"no endpoint POST /nowhere" in first.read()
+    conn.request("GET", "/server_info")      # the same connection: the next answer is this one's, not /health's
+    second = conn.getresponse()
+    assert second.status == 200 and json.loads(second.read())["name"] == "r0"
+    conn.request("POST", "/generate", body=b"{bad json")
+    third = conn.getresponse()
+    assert third.status == 400 and third.getheader("Connection") != "close"
+    third.read()
+    conn.request("GET", "/health")
+    assert conn.getresponse().status == 200
+    conn.close()
+
+
+def test_a_too_long_body_closes_the_connection_and_other_methods_get_json(server: hs.EngineHTTPServer) -> None:
+    status, body = call(server, "POST", "/generate", raw=b"x", headers={"Content-Length": str(hs.MAX_BODY_BYTES + 1)})
+    assert status == 413
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("POST", "/generate", body=b"x", headers={"Content-Length": str(hs.MAX_BODY_BYTES + 1)})
+    response = conn.getresponse()
+    assert response.status == 413 and response.getheader("Connection") == "close"
+    conn.close()
+    status, body = call(server, "PUT", "/generate", {"text": "x"})
+    assert status == 405 and body["error"]["code"] == 405
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("HEAD", "/health")
+    response = conn.getresponse()
+    assert response.status == 200 and response.read() == b""
+    conn.close()
+
+
+def test_a_client_that_stops_sending_is_cut_off_and_blocks_nobody(server: hs.EngineHTTPServer,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hs.Handler, "timeout", 1.0)
+    host, port = server.server_address[:2]
+    with socket.create_connection((host, port), timeout=30) as slow:
+        slow.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"te")
+        assert call(server, "GET", "/health") == (200, {"status": "ok"})     # another client is served meanwhile
+        slow.settimeout(10)
+        started = time.monotonic()
+        answer = slow.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer
+        assert b"Connection: close" in answer and time.monotonic() - started < 8
+        assert slow.recv(4096) == b""                                          # and the server hung up
+
+
+def test_unseeded_samples_of_one_request_differ() -> None:
+    """Each of n samples draws its own stream (a seed moved within the 32 bits torch's generator keeps)."""
+    from pagedkv_edu.engine.sampling import make_generator
+
+    draws = {float(torch.rand(1, generator=make_generator(SamplingParams(), 7, 0, i))) for i in range(16)}
+    assert len(draws) == 16
+    seeded = SamplingParams(seed=5)
+    assert [float(torch.rand(1, generator=make_generator(seeded, 7, 0, i))) for i in range(3)] == \
+        [float(torch.rand(1, generator=torch.Generator().manual_seed(5 + i))) for i in range(3)]
+
+
+def test_sampled_samples_differ_and_a_tiny_temperature_is_greedy(server: hs.EngineHTTPServer) -> None:
+    status, samples = call(server, "POST", "/generate", {"text": PROMPT, "sampling_params": {
+        "n": 4, "temperature": 1.0, "max_new_tokens": 6, "ignore_eos": True}})
+    assert status == 200 and len({tuple(s["output_ids"]) for s in samples}) > 1
+    engine = server.worker.engine
+    ids = engine.tokenizer(PROMPT)["input_ids"]
+    direct = LLMEngine(engine.model, engine.tokenizer, kv_budget_tokens=8192)
+    [greedy, cold] = direct.generate([ids, ids], [SamplingParams(max_tokens=4, ignore_eos=True),
+                                                  SamplingParams(max_tokens=4, temperature=1e-30, ignore_eos=True)],
+                                     use_tqdm=False)
+    assert cold.token_ids == greedy.token_ids           # no NaN from logits / 1e-30: the top token, every time
+
+
+def test_ids_stay_unique_across_a_flush(server: hs.EngineHTTPServer) -> None:
+    ask = {"text": "hello", "sampling_params": {"max_new_tokens": 1}}
+    before = call(server, "POST", "/generate", ask)[1]["meta_info"]["id"]
+    assert call(server, "POST", "/flush_cache")[0] == 200
+    after = call(server, "POST", "/generate", ask)[1]["meta_info"]["id"]
+    assert before != after and before.startswith("r0-") and after.startswith("r0-")
+
+
+def test_samples_count_against_the_queue() -> None:
+    worker = hs.EngineWorker(lambda: LLMEngine(StandInRunner(), max_seq_len=64, kv_budget_tokens=1024), max_queue=3)
+    try:
+        job = hs.Job([1, 2, 3], SamplingParams(max_tokens=40, n=2, temperature=1.0, ignore_eos=True))
+        ticket = worker.submit(job)
+        with pytest.raises(hs.QueueFull, match="2 samples are waiting or running and this request adds 2"):
+            worker.submit(job)
+        with pytest.raises(hs.BadRequest, match="n=4 samples can never fit this server's max_queue=3"):
+            worker.submit(hs.Job([1], SamplingParams(n=4, temperature=1.0)))
+        assert len(ticket.future.result(timeout=60).completions) == 2 and worker.in_flight == 0
+    finally:
+        worker.stop()
 
 
 def test_bodies_without_a_length_or_too_long_are_refused(server: hs.EngineHTTPServer) -> None:

@@ -21,6 +21,7 @@ BENCHMARKS: tuple[str, ...] = (
     "pagedkv_edu.bench.attention",
     "pagedkv_edu.bench.decode",
     "pagedkv_edu.bench.chunked_prefill",
+    "pagedkv_edu.bench.widgets",
 )
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"

@@ -10,16 +10,18 @@ read what each replica kept.
 One thread owns the engine. HTTP handler threads parse and check a request, then queue it; the
 engine thread admits queued requests between steps (continuous batching, chapter 6), steps, and
 hands each finished output back. The queue is bounded: past ``max_queue`` requests waiting or
-running, a new one gets ``503`` at once rather than an unbounded wait. Bad input gets a ``4xx``
-naming the bad value before the engine sees it, and the engine's own checks (a prompt over
-``max_seq_len``) refuse before anything changes, so a refused request leaves no trace. The server
-binds to 127.0.0.1 unless told otherwise.
+running (a request of ``n`` samples counts ``n``), a new one gets ``503`` at once rather than an
+unbounded wait. Bad input gets a ``4xx`` naming the bad value before anything changes: the server's
+own checks come first, then the engine's (a prompt over ``max_seq_len``), which refuse before the
+engine changes. A refused request leaves no trace. The server binds to 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import queue
 import signal
 import sys
@@ -44,6 +46,16 @@ DEFAULT_MAX_NEW_TOKENS = 16
 REQUEST_TIMEOUT_S = 600.0
 """How long a handler waits for its request's output before answering 504 (the request still runs)."""
 
+SOCKET_TIMEOUT_S = 60.0
+"""A connection that sends nothing for this long (a Content-Length larger than the body) is closed."""
+
+MAX_N = 64
+"""The most samples one request may ask for; each counts against ``max_queue`` (a sample is a sequence to run)."""
+
+MAX_SEED = 2**63 - 1
+MIN_TEMPERATURE = 1e-4
+"""Below this a positive temperature is greedy to float32 precision; the server refuses it rather than guess."""
+
 # SGLang's /generate fields this server accepts. A flag asking for something it does not do
 # (streaming, log-probabilities, hidden states) is refused unless it is off; SGLang's router sends
 # them all, off, with every request.
@@ -55,7 +67,7 @@ SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "stop", "stop_token
                    "sampling_seed"}
 # OpenAI's /v1/completions fields accepted, and the ones SGLang's router adds (off, or no-ops here).
 COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "temperature", "top_p", "n", "stop", "seed", "ignore_eos",
-                     "user"}
+                     "user", "logprobs"}
 COMPLETION_OFF_FLAGS = {"stream", "echo", "return_hidden_states"}
 COMPLETION_IGNORED = {"no_stop_trim", "skip_special_tokens"}   # the text is always decoded without special tokens
 
@@ -101,20 +113,29 @@ def _refuse_on(data: dict[str, Any], flags: set[str]) -> None:
         raise BadRequest(f"{', '.join(on)} is not supported by this server; leave it out or false")
 
 
-def _whole(data: dict[str, Any], name: str, default: int | None, minimum: int) -> int | None:
+def _whole(data: dict[str, Any], name: str, default: int | None, minimum: int, maximum: int) -> int | None:
     value = data.get(name, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise BadRequest(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+        raise BadRequest(f"{name} must be a whole number in {minimum}..{maximum}, got {shown}")
     return value
 
 
 def _number(data: dict[str, Any], name: str, default: float) -> float:
     value = data.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadRequest(f"{name} must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadRequest(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+def _temperature(data: dict[str, Any]) -> float:
+    t = _number(data, "temperature", 0.0)
+    if 0 < t < MIN_TEMPERATURE:
+        raise BadRequest(f"temperature={t!r} is below {MIN_TEMPERATURE:g}, where sampling is greedy to float32 "
+                         f"precision; send 0 for greedy")
+    return t
 
 
 def _token_ids(value: Any, name: str) -> list[int]:
@@ -145,11 +166,16 @@ def _params(max_tokens: int, temperature: float, top_p: float, n: int, seed: int
 
 @dataclass(frozen=True)
 class Job:
-    """A checked request: the prompt (text or token ids), its sampling parameters, and the client's id."""
+    """A checked request: the prompt (text or token ids), its sampling parameters, and the client's id.
+
+    ``length_field`` is what the client calls the output length (``max_new_tokens`` in SGLang's shape,
+    ``max_tokens`` in OpenAI's), so that the engine's refusal names the field the client sent.
+    """
 
     prompt: str | list[int]
     params: SamplingParams
     rid: str | None = None
+    length_field: str = "max_tokens"
 
 
 def generate_job(data: dict[str, Any]) -> Job:
@@ -169,11 +195,11 @@ def generate_job(data: dict[str, Any]) -> Job:
     rid = data.get("rid")
     if rid is not None and not isinstance(rid, str):
         raise BadRequest(f"rid must be a string, got {rid!r}")
-    params = _params(_whole(sp, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, 0), _number(sp, "temperature", 0.0),
-                     _number(sp, "top_p", 1.0), _whole(sp, "n", 1, 1), _whole(sp, "sampling_seed", None, 0),
+    params = _params(_whole(sp, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, 0, 1 << 20), _temperature(sp),
+                     _number(sp, "top_p", 1.0), _whole(sp, "n", 1, 1, MAX_N), _whole(sp, "sampling_seed", None, 0, MAX_SEED),
                      _stops(sp.get("stop")), _token_ids(sp.get("stop_token_ids", []), "stop_token_ids"),
                      sp.get("ignore_eos", False))
-    return Job(prompt, params, rid)
+    return Job(prompt, params, rid, "max_new_tokens")
 
 
 def completion_job(data: dict[str, Any], model_name: str) -> Job:
@@ -183,13 +209,15 @@ def completion_job(data: dict[str, Any], model_name: str) -> Job:
     if data.get("model") not in (None, model_name):
         raise BadRequest(f"model {data['model']!r} is not served here; this server serves {model_name!r}",
                          HTTPStatus.NOT_FOUND)
-    prompt = data.get("prompt")
+    if "prompt" not in data:
+        raise BadRequest("prompt is required (a string, or one list of token ids)")
+    prompt = data["prompt"]
     if not isinstance(prompt, str):
         prompt = _token_ids(prompt, "prompt (a string, or one list of token ids)")
     if data.get("logprobs") is not None:
-        raise BadRequest("logprobs is not supported by this server")
-    params = _params(_whole(data, "max_tokens", DEFAULT_MAX_NEW_TOKENS, 0), _number(data, "temperature", 0.0),
-                     _number(data, "top_p", 1.0), _whole(data, "n", 1, 1), _whole(data, "seed", None, 0),
+        raise BadRequest(f"logprobs={data['logprobs']!r} is not supported by this server; leave it out or null")
+    params = _params(_whole(data, "max_tokens", DEFAULT_MAX_NEW_TOKENS, 0, 1 << 20), _temperature(data),
+                     _number(data, "top_p", 1.0), _whole(data, "n", 1, 1, MAX_N), _whole(data, "seed", None, 0, MAX_SEED),
                      _stops(data.get("stop")), [], data.get("ignore_eos", False))
     return Job(prompt, params)
 
@@ -199,11 +227,11 @@ def _finish_reason(reason: str) -> dict[str, Any]:
     return {"type": "length" if reason == "length" else "stop"}
 
 
-def generate_answer(out: RequestOutput, job: Job, replica: str) -> dict[str, Any] | list[dict[str, Any]]:
+def generate_answer(out: RequestOutput, job: Job, replica: str, serial: int) -> dict[str, Any] | list[dict[str, Any]]:
     """SGLang's ``/generate`` answer: ``text``, ``output_ids``, ``meta_info`` (one per sample when ``n > 1``)."""
     samples = out.completions or ()
     answers = [{"text": c.text, "output_ids": list(c.token_ids),
-                "meta_info": {"id": job.rid or f"{replica}-{out.request_id}", "replica": replica,
+                "meta_info": {"id": job.rid or f"{replica}-{serial}", "replica": replica,
                               "prompt_tokens": len(out.prompt_token_ids), "completion_tokens": len(c.token_ids),
                               "cached_tokens": out.num_cached_tokens, "finish_reason": _finish_reason(c.finish_reason),
                               "e2e_latency": round(out.latency, 6)}}
@@ -211,10 +239,10 @@ def generate_answer(out: RequestOutput, job: Job, replica: str) -> dict[str, Any
     return answers[0] if len(answers) == 1 else answers
 
 
-def completion_answer(out: RequestOutput, model_name: str, replica: str) -> dict[str, Any]:
+def completion_answer(out: RequestOutput, model_name: str, replica: str, serial: int) -> dict[str, Any]:
     """OpenAI's completion object, with ``usage.prompt_tokens_details.cached_tokens`` (its name for prefix hits)."""
     generated = sum(len(c.token_ids) for c in out.completions)
-    return {"id": f"cmpl-{replica}-{out.request_id}", "object": "text_completion", "created": int(time.time()),
+    return {"id": f"cmpl-{replica}-{serial}", "object": "text_completion", "created": int(time.time()),
             "model": model_name, "replica": replica,
             "choices": [{"index": c.index, "text": c.text, "finish_reason": "length" if c.finish_reason == "length"
                          else "stop", "logprobs": None} for c in out.completions],
@@ -235,17 +263,29 @@ def cache_contents(engine: LLMEngine) -> dict[str, Any]:
         {"block_id": b, "hash": _hex(held.block_hash), "parent_hash": _hex(held.parent_hash),
          "num_tokens": len(held.token_ids)}
         for b in range(memory.pool.num_blocks) if (held := cache.holds(b)) is not None]
+    # A cached block is also free until a request holds it again (the free queue keeps it longest, chapter 8).
     return {"prefix_caching": cache is not None, "block_size": engine.config.block_size,
-            "num_blocks": memory.pool.num_blocks, "free_blocks": memory.pool.num_free,
-            "cached_blocks": len(blocks), "cached_tokens": sum(b["num_tokens"] for b in blocks), "blocks": blocks}
+            "num_blocks": memory.pool.num_blocks, "held_blocks": memory.pool.num_blocks - memory.pool.num_free,
+            "free_blocks": memory.pool.num_free, "cached_blocks": len(blocks),
+            "cached_tokens": sum(b["num_tokens"] for b in blocks), "blocks": blocks}
 
 
 # --- the engine thread ---------------------------------------------------------------------------------
+@dataclass
+class Ticket:
+    """A queued job's claim: its future, its serial number (unique for the server's life) and its weight."""
+
+    future: Future
+    serial: int
+    samples: int
+
+
 class EngineWorker:
     """The one thread that touches the engine: admits queued jobs between steps, steps, resolves futures.
 
     ``make_engine`` builds a fresh engine (at start, and when the cache is flushed). ``call(fn)``
     runs ``fn(engine)`` on this thread between steps, so reading the cache never races a step.
+    ``max_queue`` bounds the samples waiting or running (a request of ``n`` samples counts ``n``).
     """
 
     def __init__(self, make_engine: Callable[[], LLMEngine], max_queue: int = 64) -> None:
@@ -253,67 +293,82 @@ class EngineWorker:
             raise ValueError(f"max_queue must be a whole number >= 1, got {max_queue!r}")
         self.make_engine, self.max_queue = make_engine, max_queue
         self.engine = make_engine()
-        self._inbox: queue.Queue[tuple[str, Any, Future]] = queue.Queue()
-        self._pending: dict[int, tuple[Future, Job]] = {}
-        self._admitted = 0                       # jobs queued or running: what max_queue bounds
+        self._inbox: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self._pending: dict[int, tuple[Ticket, Job]] = {}
+        self._admitted = 0                       # samples queued or running: what max_queue bounds
+        self._serials = itertools.count()
         self._count_lock = threading.Lock()
         self._stop = threading.Event()
-        self.served = self.refused = self.prompt_tokens = self.cached_tokens = 0
+        self.served = self.refused = self.failed = self.prompt_tokens = self.prefix_hit_tokens = 0
         self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self._thread.start()
 
     @property
     def in_flight(self) -> int:
+        """Samples waiting or running."""
         return self._admitted
 
-    def submit(self, job: Job) -> Future:
-        """Queue ``job``; its future gets the :class:`RequestOutput` (or the engine's refusal). Full: :class:`QueueFull`."""
+    def submit(self, job: Job) -> Ticket:
+        """Queue ``job``; its ticket's future gets the :class:`RequestOutput` (or the engine's refusal).
+        :class:`QueueFull` when its samples would pass ``max_queue``."""
+        weight = job.params.n
+        if weight > self.max_queue:
+            raise BadRequest(f"n={weight} samples can never fit this server's max_queue={self.max_queue}")
         with self._count_lock:
-            if self._admitted >= self.max_queue:
-                raise QueueFull(f"{self._admitted} requests are waiting or running (max_queue={self.max_queue})")
-            self._admitted += 1
-        future: Future = Future()
-        self._inbox.put(("job", job, future))
-        return future
+            if self._admitted + weight > self.max_queue:
+                raise QueueFull(f"{self._admitted} samples are waiting or running and this request adds {weight} "
+                                f"(max_queue={self.max_queue})")
+            self._admitted += weight
+            ticket = Ticket(Future(), next(self._serials), weight)
+        self._inbox.put(("job", job, ticket))
+        return ticket
 
-    def call(self, fn: Callable[[LLMEngine], Any]) -> Any:
+    def call(self, fn: Callable[[LLMEngine], Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
         """``fn(engine)`` on the engine thread, between steps; its result (or its exception)."""
         future: Future = Future()
         self._inbox.put(("call", fn, future))
-        return future.result(timeout=REQUEST_TIMEOUT_S)
+        return future.result(timeout=timeout)
 
     def flush(self) -> None:
         """Start over with an empty cache (SGLang's ``/flush_cache``); only when nothing waits or runs."""
         def rebuild(engine: LLMEngine) -> None:
             if engine.has_unfinished or self._admitted:
-                raise Busy(f"{self._admitted} requests are waiting or running; flush the cache when idle")
+                raise Busy(f"{self._admitted} samples are waiting or running; flush the cache when idle")
             self.engine = self.make_engine()
         self.call(rebuild)
 
     def stop(self) -> None:
         self._stop.set()
-        self._inbox.put(("stop", None, Future()))
+        self._inbox.put(("stop", None, None))
         self._thread.join(timeout=10)
 
-    def _release(self) -> None:
+    def _release(self, ticket: Ticket) -> None:
         with self._count_lock:
-            self._admitted -= 1
+            self._admitted -= ticket.samples
 
-    def _take(self, kind: str, item: Any, future: Future) -> None:
+    def _take(self, kind: str, item: Any, claim: Any) -> None:
         if kind == "call":
             try:
-                future.set_result(item(self.engine))
+                claim.set_result(item(self.engine))
             except Exception as exc:     # the caller's function failed: it hears why
-                future.set_exception(exc)
+                claim.set_exception(exc)
         elif kind == "job":
             try:
+                self._check_stop_ids(item)
                 request_id = self.engine.add_request(item.prompt, item.params)
             except ValueError as exc:    # the engine refused before changing anything (e.g. over max_seq_len)
                 self.refused += 1
-                self._release()
-                future.set_exception(BadRequest(f"the engine refused the request: {exc}"))
+                self._release(claim)
+                message = str(exc).replace("max_tokens=", f"{item.length_field}=")
+                claim.future.set_exception(BadRequest(f"the engine refused the request: {message}"))
                 return
-            self._pending[request_id] = (future, item)
+            self._pending[request_id] = (claim, item)
+
+    def _check_stop_ids(self, job: Job) -> None:
+        vocab = self.engine.vocab_size
+        bad = [t for t in job.params.stop_token_ids if vocab is not None and not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"stop_token_ids outside the vocabulary 0..{vocab - 1}: {bad[:5]}")
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -321,7 +376,8 @@ class EngineWorker:
             try:
                 item = self._inbox.get(timeout=0.5) if idle else self._inbox.get_nowait()
                 while True:          # everything queued joins before the next step
-                    self._take(*item)
+                    if item[0] != "stop":
+                        self._take(*item)
                     item = self._inbox.get_nowait()
             except queue.Empty:
                 pass
@@ -333,18 +389,20 @@ class EngineWorker:
                 self._fail_all(exc)
                 continue
             for out in finished:
-                future, _ = self._pending.pop(out.request_id)
+                ticket, _ = self._pending.pop(out.request_id)
                 self.served += 1
                 self.prompt_tokens += len(out.prompt_token_ids)
-                self.cached_tokens += out.num_cached_tokens
-                self._release()
-                future.set_result(out)
+                self.prefix_hit_tokens += out.num_cached_tokens
+                self._release(ticket)
+                ticket.future.set_result(out)
         self._fail_all(RuntimeError("the server is stopping"), rebuild=False)
 
     def _fail_all(self, error: Exception, rebuild: bool = True) -> None:
-        for future, _ in self._pending.values():
-            self._release()
-            future.set_exception(error)
+        """Every running request fails with ``error`` (a 500: the engine's bug, not the client's); a fresh engine."""
+        for ticket, _ in self._pending.values():
+            self.failed += 1
+            self._release(ticket)
+            ticket.future.set_exception(error)
         self._pending.clear()
         if rebuild:
             self.engine = self.make_engine()
@@ -362,71 +420,103 @@ class ServerInfo:
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Routes a request to its endpoint; every failure is one JSON ``{"error": {"message", "code"}}``."""
+    """Routes a request to its endpoint; every failure is one JSON ``{"error": {"message", "code"}}``.
+
+    HTTP/1.1 keeps a connection open between requests, so a request refused before its body was
+    read closes the connection: the unread body must not be taken for the next request.
+    """
 
     server: "EngineHTTPServer"
     protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 (BaseHTTPRequestHandler's name)
         if self.server.verbose:
             super().log_message(format, *args)
 
-    def _send(self, status: int, payload: Any) -> None:
+    def _send(self, status: int, payload: Any, *, close: bool = False, head: bool = False) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
-        self.wfile.write(body)
+        if not head:
+            self.wfile.write(body)
 
-    def _error(self, status: int, message: str) -> None:
-        self._send(status, {"error": {"message": message, "code": status}})
+    def _error(self, status: int, message: str, *, close: bool = False) -> None:
+        self._send(status, {"error": {"message": message, "code": int(status)}}, close=close)
 
-    def do_GET(self) -> None:   # noqa: N802 (the base class's name)
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors (a bad request line, an unsupported method) as JSON too; the connection closes."""
+        try:
+            self._error(code, message or HTTPStatus(code).phrase, close=True)
+        except OSError:
+            self.close_connection = True
+
+    def _method_not_allowed(self) -> None:
+        self._read_body_if_any()
+        self._error(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not served; use GET or POST",
+                    close=self.close_connection)
+
+    do_PUT = do_DELETE = do_PATCH = _method_not_allowed   # noqa: N815
+
+    def do_HEAD(self) -> None:   # noqa: N802 (the base class's name)
+        self.do_GET(head=True)
+
+    def do_GET(self, head: bool = False) -> None:   # noqa: N802
         srv, path = self.server, self.path.split("?", 1)[0]
-        info = srv.info
-        if path == "/health":
-            self._send(HTTPStatus.OK, {"status": "ok"})
-        elif path == "/model_info":
-            self._send(HTTPStatus.OK, {"model_path": info.model, "tokenizer_path": info.tokenizer_path,
-                                       "is_generation": True})
-        elif path == "/server_info":
-            w = srv.worker
-            # SGLang's shape: model_path is where the model's files are (here its tokenizer's, which is what a
-            # router loads from it: a local path keeps it offline), served_model_name the name clients use.
-            self._send(HTTPStatus.OK, {"name": info.name, "served_model_name": info.model,
-                                       "model_path": info.tokenizer_path or info.model,
-                                       "tokenizer_path": info.tokenizer_path, **info.settings,
-                                       "max_queue": w.max_queue, "in_flight": w.in_flight, "served": w.served,
-                                       "refused": w.refused, "prompt_tokens": w.prompt_tokens,
-                                       "cached_tokens": w.cached_tokens})
-        elif path == "/v1/models":
-            self._send(HTTPStatus.OK, {"object": "list", "data": [{"id": info.model, "object": "model"}]})
-        elif path == "/cache":
-            self._send(HTTPStatus.OK, srv.worker.call(cache_contents))
-        else:
-            self._error(HTTPStatus.NOT_FOUND, f"no endpoint GET {path}")
+        info, w = srv.info, srv.worker
+        try:
+            if path == "/health":
+                payload: Any = {"status": "ok"}
+            elif path == "/model_info":
+                payload = {"model_path": info.model, "tokenizer_path": info.tokenizer_path, "is_generation": True}
+            elif path == "/server_info":
+                # SGLang's shape: model_path is where the model's files are (here its tokenizer's, which is what a
+                # router loads from it: a local path keeps it offline), served_model_name the name clients use.
+                payload = {"name": info.name, "served_model_name": info.model,
+                           "model_path": info.tokenizer_path or info.model, "tokenizer_path": info.tokenizer_path,
+                           **info.settings, "max_queue": w.max_queue, "in_flight_samples": w.in_flight,
+                           "served": w.served, "refused": w.refused, "failed": w.failed,
+                           "prompt_tokens": w.prompt_tokens, "prefix_hit_tokens": w.prefix_hit_tokens}
+            elif path == "/v1/models":
+                payload = {"object": "list", "data": [{"id": info.model, "object": "model"}]}
+            elif path == "/cache":
+                payload = w.call(cache_contents, timeout=SOCKET_TIMEOUT_S)
+            else:
+                self._error(HTTPStatus.NOT_FOUND, f"no endpoint GET {path}")
+                return
+            self._send(HTTPStatus.OK, payload, head=head)
+        except TimeoutError:
+            self._error(HTTPStatus.GATEWAY_TIMEOUT, f"the engine did not come round within {SOCKET_TIMEOUT_S:g} s")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?", 1)[0]
         try:
+            body = self._read_body()
             if path == "/flush_cache":
-                if self.headers.get("Content-Length"):
-                    self._read_body()
                 self.server.worker.flush()
                 self._send(HTTPStatus.OK, {"flushed": True})
                 return
             if path not in ("/generate", "/v1/completions"):
                 raise BadRequest(f"no endpoint POST {path}", HTTPStatus.NOT_FOUND)
-            data = parse_body(self._read_body())
+            data = parse_body(body)
             info = self.server.info
             job = generate_job(data) if path == "/generate" else completion_job(data, info.model)
-            out = self.server.worker.submit(job).result(timeout=REQUEST_TIMEOUT_S)
-            answer = generate_answer(out, job, info.name) if path == "/generate" else \
-                completion_answer(out, info.model, info.name)
+            ticket = self.server.worker.submit(job)
+            out = ticket.future.result(timeout=REQUEST_TIMEOUT_S)
+            answer = generate_answer(out, job, info.name, ticket.serial) if path == "/generate" else \
+                completion_answer(out, info.model, info.name, ticket.serial)
             self._send(HTTPStatus.OK, answer)
+        except (BrokenPipeError, ConnectionResetError):   # the client left: nobody to answer
+            self.close_connection = True
         except BadRequest as exc:
-            self._error(exc.status, str(exc))
+            self._error(exc.status, str(exc), close=self.close_connection)
         except QueueFull as exc:
             self._error(HTTPStatus.SERVICE_UNAVAILABLE, str(exc))
         except Busy as exc:
@@ -437,15 +527,38 @@ class Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
 
     def _read_body(self) -> bytes:
+        """The body, by ``Content-Length``; refused (and the connection closed) without one, or over the limit."""
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise BadRequest("send the body with a Content-Length, not Transfer-Encoding", HTTPStatus.LENGTH_REQUIRED)
         length = self.headers.get("Content-Length")
         if length is None:
+            if self.command == "POST" and self.path.split("?", 1)[0] == "/flush_cache":
+                return b""
+            self.close_connection = True
             raise BadRequest("a POST needs a Content-Length header", HTTPStatus.LENGTH_REQUIRED)
         if not length.isdigit():
+            self.close_connection = True
             raise BadRequest(f"Content-Length must be a whole number, got {length!r}")
         if int(length) > MAX_BODY_BYTES:
+            self.close_connection = True
             raise BadRequest(f"the body is {int(length):,} bytes; at most {MAX_BODY_BYTES:,} are read",
                              HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
-        return self.rfile.read(int(length))
+        try:
+            body = self.rfile.read(int(length))
+        except TimeoutError:
+            self.close_connection = True
+            raise BadRequest(f"the body did not arrive within {self.timeout:g} s", HTTPStatus.REQUEST_TIMEOUT) from None
+        if len(body) < int(length):
+            self.close_connection = True
+            raise BadRequest(f"the body ended after {len(body)} of its {int(length)} bytes")
+        return body
+
+    def _read_body_if_any(self) -> None:
+        try:
+            self._read_body()
+        except BadRequest:
+            self.close_connection = True
 
 
 class EngineHTTPServer(ThreadingHTTPServer):
@@ -526,7 +639,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-num-seqs", type=whole_number(1, 4096), default=None)
     p.add_argument("--no-prefix-caching", action="store_true", help="turn the prefix cache off (on by default)")
     p.add_argument("--max-queue", type=whole_number(1, 100_000), default=64,
-                   help="requests waiting or running at most; past it, 503 (default 64)")
+                   help="samples waiting or running at most (a request of n samples counts n); past it, 503 "
+                        "(default 64)")
     p.add_argument("--seed", type=whole_number(0, 2**32 - 1), default=0)
     p.add_argument("--verbose", action="store_true", help="log every HTTP request to stderr")
     p.set_defaults(func=run_serve)

@@ -365,17 +365,18 @@ def compare(run: RealRun, prompts: Sequence[Sequence[int]], rule: str | None = N
 def comparison_table(rows: Sequence[Comparison], unmatched: Sequence[tuple[str, RealRun]] = ()) -> str:
     """The chapter's table: per policy, requests per replica and hit rate, real against simulated; ``unmatched``
     runs (a label, the run) have no simulated counterpart and show the real side only."""
-    lines = [f"{'router policy':26s}{'simulator rule':22s}{'requests per replica':>24s}{'hit rate':>16s}"
+    lines = [f"{'router policy':26s}{'simulator rule':22s}{'requests per replica*':>24s}{'hit rate':>16s}"
              f"{'same replica':>14s}{'same hits':>11s}",
              f"{'':48s}{'real':>11s}{'simulated':>13s}{'real':>8s}{'sim.':>8s}"]
     for c in rows:
         lines.append(f"{c.policy:26s}{c.rule:22s}{str(c.real_per_replica):>11s}{str(c.sim_per_replica):>13s}"
                      f"{c.real_hit_rate:>8.1%}{c.sim_hit_rate:>8.1%}{f'{c.same_replica}/{c.requests}':>14s}"
                      f"{f'{c.same_hits}/{c.requests}':>11s}")
+    lines_after = ["* in the order the router lists its workers (GET /workers)"]
     for label, run in unmatched:
-        lines.append(f"{label:26s}{'(real timing: none)':22s}{str(run.requests_per_replica(run.order)):>11s}"
+        lines.append(f"{label:26s}{'- (depends on timing)':22s}{str(run.requests_per_replica(run.order)):>11s}"
                      f"{'':13s}{run.hit_rate:>8.1%}")
-    return "\n".join(lines)
+    return "\n".join(lines + lines_after)
 
 
 __all__ = ["Comparison", "compare", "comparison_table", "MAX_REQUESTS", "Processes", "Started", "start_replicas", "ROUTER", "ROUTER_POLICIES", "RealRun", "THRESHOLDS", "free_port",

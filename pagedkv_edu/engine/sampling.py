@@ -19,22 +19,34 @@ import torch
 from ..core.request import SamplingParams
 
 
+SEED_MODULUS = 2**32
+"""torch's CPU generator keeps only a seed's low 32 bits: 5 and 5 + 2**32 give the same stream (checked)."""
+
+GOLDEN = 2_654_435_761
+"""An odd constant near 2**32 / golden ratio: ``index * GOLDEN`` spreads a request's samples over the seed space."""
+
+
 def make_generator(params: SamplingParams, request_id: int, engine_seed: int, index: int = 0) -> torch.Generator:
     """Sample ``index``'s own random stream: the request's seed plus ``index``.
 
-    Without a seed, the request's seed is derived from the engine's seed and the request id
-    (and samples after the first are moved 2**32 away, clear of other requests' streams).
+    Without a seed, the request's seed is derived from the engine's seed and the request id, and
+    sample ``index`` moves it by ``index * GOLDEN`` (mod 2**32). It must move within the low 32
+    bits: moving it by ``index << 32``, as this function once did, changed nothing torch reads,
+    and every sample of an unseeded ``n > 1`` request drew the same tokens.
     """
     if params.seed is not None:
         return torch.Generator().manual_seed(params.seed + index)
-    return torch.Generator().manual_seed(engine_seed * 1_000_003 + request_id + (index << 32))
+    return torch.Generator().manual_seed((engine_seed * 1_000_003 + request_id + index * GOLDEN) % SEED_MODULUS)
 
 
 def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> int:
     """One token from a ``[vocab]`` row of logits: greedy, or nucleus (top-p) sampling at a temperature."""
     if params.temperature == 0:
         return int(logits.argmax())
-    probs = torch.softmax(logits.float().cpu() / params.temperature, dim=-1)
+    # Subtract the max before dividing: at a tiny temperature (1e-300) logits / T overflows to inf and
+    # softmax gives NaN; (logits - max) / T is at most 0, so the top token keeps weight 1 and the rest fall to 0.
+    logits = logits.float().cpu()
+    probs = torch.softmax((logits - logits.max()) / params.temperature, dim=-1)
     if params.top_p < 1:
         sorted_probs, order = probs.sort(descending=True)
         # Keep the smallest prefix whose mass reaches top_p (always at least the top token).

@@ -593,3 +593,86 @@ def test_replay_slider_in_jupyterlab(lab: Lab, page: Page, shots: Shots) -> None
     time.sleep(1.5)                                       # paused: over more than three play intervals ...
     assert view.evaluate(REPLAY_JS) == got, "the replay kept moving after pause"
     shots.take(view, "replay after play and pause")
+
+
+# --- the experiment widgets (chapters 1, 4, 6, 9, 11) ---------------------------------------
+# Each is built by the same function the widget benchmark uses (``bench.widgets.WIDGETS``: its chapter's
+# arguments); the browser changes the control of the widget's first redraw case, and the picture's
+# ``data-state`` must become the one this process's copy draws after the same change.
+EXPERIMENT_WIDGETS = ("wastes", "softmax", "scheduler", "blocksize", "routinglab")
+DATA_STATE = re.compile(r'<svg\b[^>]*\bclass="(pagedkv-[a-z]+)"[^>]*\bdata-state="([^"]*)"')
+
+
+def experiment_notebook(lab: Lab, name: str) -> str:
+    """Setup, then one cell per experiment widget, each cell's output the widget."""
+    chapter = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.v4.new_notebook(metadata={k: v for k, v in chapter.metadata.items() if k != "widgets"})
+    nb.cells = [nbformat.v4.new_code_cell("import pagedkv_edu\nfrom pagedkv_edu.bench.widgets import WIDGETS")]
+    nb.cells += [nbformat.v4.new_code_cell(f'WIDGETS["{w}"].build()') for w in EXPERIMENT_WIDGETS]
+    nbformat.write(nb, lab.workdir / name)
+    return name
+
+
+def drawn_state(html: str) -> tuple[str, str]:
+    """The picture's class and its ``data-state``, as the browser's DOM reads them (entities decoded)."""
+    import html as html_module
+    found = DATA_STATE.search(html)
+    assert found, f"no <svg class='pagedkv-...' data-state=...> in {html[:200]!r}"
+    return found.group(1), html_module.unescape(found.group(2))
+
+
+def change_control(page: Page, view: Locator, control: Any, value: Any) -> None:
+    """Set ``control`` (found in ``view`` by its description) to ``value`` as a reader would: a menu, a
+    slider's readout, or a slider's handle moved with the arrow keys."""
+    import ipywidgets as widgets
+
+    label = page.get_by_text(control.description, exact=True)
+    if isinstance(control, widgets.Dropdown):
+        text = control._options_labels[control._options_values.index(value)]
+        view.locator(".widget-dropdown").filter(has=label).locator("select").select_option(label=text)
+    elif isinstance(control, widgets.SelectionSlider):
+        values = list(control._options_values)
+        moves = values.index(value) - values.index(control.value)
+        view.locator(".widget-slider").filter(has=label).locator(".noUi-handle").first.focus()
+        for _ in range(abs(moves)):
+            page.keyboard.press("ArrowRight" if moves > 0 else "ArrowLeft")
+    else:                                    # an IntSlider: type into its readout
+        readout = view.locator(".widget-slider").filter(has=label).locator(".widget-readout").first
+        readout.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type(str(value))
+        page.keyboard.press("Enter")
+
+
+def test_experiment_widgets_rerun_in_jupyterlab(lab: Lab, page: Page, shots: Shots) -> None:
+    """All five: each draws its chapter's experiment; changing one control reruns it and the picture follows."""
+    from pagedkv_edu.bench.widgets import WIDGETS
+
+    name = experiment_notebook(lab, "experiment_widgets.ipynb")
+    open_and_run(page, lab, name)
+    cells = notebook_panel(page).locator(".jp-CodeCell")
+    for k, widget_name in enumerate(EXPERIMENT_WIDGETS, start=1):
+        mirror = WIDGETS[widget_name].build()
+        svg_class, before = drawn_state(mirror.drawing.value)
+        view = cells.nth(k).locator(".jp-OutputArea-output .widget-vbox").filter(
+            has=page.locator(f"svg.{svg_class}")).first
+        try:
+            view.locator(f"svg.{svg_class}").first.wait_for(state="visible", timeout=WIDGET_S * 1000)
+        except PlaywrightError as exc:
+            raise WidgetMissing(f"no live {widget_name} widget within {WIDGET_S} s") from exc
+        view.scroll_into_view_if_needed()
+        picture = view.locator(f"svg.{svg_class}").first
+        assert picture.get_attribute("data-state") == before, f"{widget_name}: the notebook drew another state"
+        attr, value = mirror.redraw_cases()[0]
+        control = getattr(mirror, attr)
+        change_control(page, view, control, value)
+        control.value = value                                  # the same change in this process
+        _, want = drawn_state(mirror.drawing.value)
+        assert want != before and not mirror.message.value, f"{widget_name}: {attr}={value!r} should redraw"
+        deadline = time.monotonic() + CLICK_S
+        got = picture.get_attribute("data-state")
+        while got != want and time.monotonic() < deadline:
+            time.sleep(0.2)
+            got = picture.get_attribute("data-state")
+        shots.take(view, f"{widget_name} after {attr}")
+        assert got == want, f"{widget_name}: after {attr}={value!r} the browser shows\n{got}\nbut the model says\n{want}"
