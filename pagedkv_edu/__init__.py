@@ -33,12 +33,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'pagedkv_edu' has no attribute {name!r}")
 
 
-def setup(seed: int = 0, *, self_test: bool = True, quiet: bool = False) -> SetupReport:
+def setup(seed: int = 0, *, lang: str | None = None, self_test: bool = True, quiet: bool = False) -> SetupReport:
     """The first call of every chapter: :func:`runtime.setup` (seed, versions, device, Triton self-test),
     and pools and managers shown as pictures in a notebook (the views sit above the runtime, so the
-    package's top, not the runtime, registers them)."""
+    package's top, not the runtime, registers them). ``lang`` is the graders' language, ``"en"`` (the
+    default) or ``"zh-TW"`` (the zh-TW notebooks pass it; ``PAGEDKV_LANG`` sets it too)."""
+    from .exercises.messages import set_language
     from .viz import register_formatters
 
+    if lang is not None:
+        set_language(lang)     # refuses an unknown language before anything else happens
     register_formatters()
     return runtime.setup(seed, self_test=self_test, quiet=quiet)
 

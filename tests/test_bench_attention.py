@@ -19,7 +19,7 @@ from pagedkv_edu.bench import attention  # noqa: E402
 
 REQUIRED = ("benchmark", "device", "backend", "date_utc", "python", "torch", "triton", "versions")
 MEASUREMENTS = {"attention": ("rows",), "decode": ("rows",), "serve": ("runs", "arrivals"),   # what results/README.md lists
-                "chunked-prefill": ("runs",)}
+                "chunked-prefill": ("runs",), "widgets": ("widgets",)}
 
 
 def tiny(shape: attention.Shape) -> attention.Shape:

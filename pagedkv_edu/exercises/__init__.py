@@ -6,6 +6,8 @@ The shared machinery (hidden cases, stub detection, values judged not spellings)
 
 from __future__ import annotations
 
+from .messages import say
+
 
 RESULTS: dict[str, bool] = {}
 """Every grader's latest verdict in this process, by exercise name: what a chapter says is the reader's."""
@@ -15,21 +17,20 @@ def report(name: str, failures: list[str], *, not_solved: str | None = None, sho
            hidden: int = 0) -> bool:
     """Print a grader's verdict, record it in :data:`RESULTS` and return it: a tick, a cross with the
     lines of ``failures``, or, when ``not_solved`` says how the function showed itself to be the stub,
-    a neutral note.
+    a neutral note. The verdict is in the reader's language (:mod:`.messages`); a failure's lines as given.
 
     ``shown`` and ``hidden`` (optional) are the numbers of cases a passing function was tried on.
     """
     key = name.split(" (")[0]
     if not_solved is not None:
         RESULTS[key] = False
-        print(f"○ {name}: not solved yet ({not_solved}). Write your version above and run the cell again.")
+        print(say("not_solved", name=name, why=not_solved))
         return False
     RESULTS[key] = not failures
     if not failures:
-        tried = f" ({shown} cases from the text and {hidden} hidden random ones)" if hidden else ""
-        print(f"✓ {name}: passed{tried}")
+        print(say("passed_cases", name=name, shown=shown, hidden=hidden) if hidden else say("passed", name=name))
         return True
-    print(f"✗ {name}: failed")
+    print(say("failed", name=name))
     for line in failures:
         print("  " + line)
     return False

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from .messages import say
+
 
 def check_prediction(name: str, zh: str, predicted: float | None, measured: float, *,
                      tolerance: float = 0.0, absolute: bool = False, unit: str = "", why: str = "") -> bool:
@@ -17,19 +19,18 @@ def check_prediction(name: str, zh: str, predicted: float | None, measured: floa
     if tolerance < 0:
         raise ValueError(f"{name}: tolerance={tolerance} must be >= 0")
     if predicted is None:
-        print(f"○ {name}（{zh}）: no prediction yet. Write your number above, then run the measurement.")
+        print(say("no_prediction", name=name, zh=zh))
         return False
     try:
         if isinstance(predicted, bool):
             raise TypeError("a bool is not a number")
         value = float(predicted)
     except (TypeError, ValueError):
-        print(f"✗ {name}（{zh}）: {predicted!r} is not a number")
+        print(say("not_a_number", name=name, zh=zh, value=repr(predicted)))
         return False
     close = math.isfinite(value) and abs(value - measured) <= tolerance * (1.0 if absolute else abs(measured))
     shown = f"{measured:,.0f}" if float(measured).is_integer() else f"{measured:,.3g}"
-    if close:
-        print(f"✓ {name}（{zh}）: you predicted {value:,g}{unit}; measured {shown}{unit}")
-        return True
-    print(f"✗ {name}（{zh}）: you predicted {value:,g}{unit}; measured {shown}{unit}" + (f". {why}" if why else ""))
-    return False
+    verdict = say("prediction_close" if close else "prediction_off", name=name, zh=zh, predicted=f"{value:,g}",
+                  measured=shown, unit=unit)
+    print(verdict if close or not why else f"{verdict}. {why}")
+    return close
