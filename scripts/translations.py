@@ -175,6 +175,7 @@ def problems(notebook: dict[str, Any], translations: dict[str, tuple[str, str]],
              terms: list[tuple[str, str]] | None = None) -> list[str]:
     """Everything wrong with a chapter's translation, one line each (empty when it is whole, fresh and faithful)."""
     english = dict(markdown_cells(notebook))
+    terms = glossary_terms() if terms is None else terms      # read once, not once a cell
     found = [f"cell {cid}: no translation" for cid in english if cid not in translations]
     found += [f"cell {cid}: translated, but the English notebook has no markdown cell {cid}"
               for cid in translations if cid not in english]
@@ -193,7 +194,7 @@ def problems(notebook: dict[str, Any], translations: dict[str, tuple[str, str]],
         if lost or added:
             found.append(f"cell {cid}: numbers or inline code differ: missing {sorted(lost.elements())}, "
                          f"extra {sorted(added.elements())}")
-        unused = term_problems(english_part(english[cid]), text, glossary_terms() if terms is None else terms)
+        unused = term_problems(english_part(english[cid]), text, terms)
         if unused:
             found.append(f"cell {cid}: the glossary's terms are not used: {', '.join(unused)}")
     return found
@@ -202,12 +203,11 @@ def problems(notebook: dict[str, Any], translations: dict[str, tuple[str, str]],
 CHAPTER_LINK = re.compile(r"(\]\()(\d\d[a-z]?_\w+)(\.ipynb)")
 
 
-def localise_links(text: str, translated: set[str] | None = None) -> str:
+def localise_links(text: str, translated: set[str]) -> str:
     """Links out of ``notebooks/`` (``../book/...``) gain a ``../``: the zh-TW notebooks sit one folder deeper.
-    A link to a chapter with no zh-TW edition yet goes to the English one."""
+    A link to a chapter not in ``translated`` (no zh-TW edition yet) goes to the English one."""
     text = LINK_UP.sub(lambda m: f"{m[1]}../../", text)
-    have = set(chapters()) if translated is None else translated
-    return CHAPTER_LINK.sub(lambda m: m[0] if m[2] in have else f"{m[1]}../{m[2]}{m[3]}", text)
+    return CHAPTER_LINK.sub(lambda m: m[0] if m[2] in translated else f"{m[1]}../{m[2]}{m[3]}", text)
 
 
 def generate(notebook: dict[str, Any], translations: dict[str, tuple[str, str]], chapter: str) -> dict[str, Any]:
@@ -216,11 +216,12 @@ def generate(notebook: dict[str, Any], translations: dict[str, tuple[str, str]],
     if bad:
         raise ValueError(f"{chapter}: the translation is not ready:\n" + "\n".join(bad))
     out = copy.deepcopy(notebook)
+    translated = set(chapters())                             # which links can stay in the zh-TW edition
     first = True
     for cell in out["cells"]:
         if cell["cell_type"] == "markdown":
             text = translations[cell["id"]][1] if cell["id"] in translations else english_source(cell)  # all Chinese
-            text = localise_links(text)
+            text = localise_links(text, translated)
             if first:       # the page's twin: the English chapter it is generated from, one folder up
                 text += f"\n\n[English edition 英文版](../{chapter}.ipynb) · 本頁由英文版逐格翻譯而成，程式碼與輸出與英文版相同。"
                 first = False

@@ -125,6 +125,7 @@ class Processes:
 
     def __exit__(self, *exc: object) -> None:
         self.stop_all()
+        atexit.unregister(self.stop_all)     # nothing left to stop: do not keep this object alive until exit
 
     @property
     def pids(self) -> list[int]:
