@@ -10,6 +10,7 @@ import torch
 
 from pagedkv_edu.exercises import ch1
 from pagedkv_edu.exercises.solutions import ch1 as solution
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 # --- first_fit ------------------------------------------------------------------------------------
@@ -84,6 +85,16 @@ def test_first_fit_rejects_wrong_answers(name: str, capsys: pytest.CaptureFixtur
     assert ch1.check_first_fit(FIT_WRONG[name]) is False
     out = capsys.readouterr().out
     assert out.startswith("✗ first_fit（首次適配）: failed") and out.count("expected") == 1
+
+
+@pytest.mark.parametrize("name", [*FIT_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_first_fit_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**FIT_WRONG, "raises": lambda holes, size: holes[9], "stub": lambda holes, size: None}[name]
+    assert ch1.check_first_fit(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ first_fit（首次適配）：未通過", "○ first_fit（首次適配）：尚未解答")), out
+    assert untranslated(out) == []
 
 
 def test_first_fit_messages(capsys: pytest.CaptureFixture[str]) -> None:

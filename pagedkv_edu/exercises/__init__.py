@@ -17,7 +17,8 @@ def report(name: str, failures: list[str], *, not_solved: str | None = None, sho
            hidden: int = 0) -> bool:
     """Print a grader's verdict, record it in :data:`RESULTS` and return it: a tick, a cross with the
     lines of ``failures``, or, when ``not_solved`` says how the function showed itself to be the stub,
-    a neutral note. The verdict is in the reader's language (:mod:`.messages`); a failure's lines as given.
+    a neutral note. The verdict is in the reader's language (:mod:`.messages`), and so are the failure's
+    lines when they are :class:`~.messages.Message` objects (``tr(...)``): each is rendered as it is printed.
 
     ``shown`` and ``hidden`` (optional) are the numbers of cases a passing function was tried on.
     """
@@ -32,5 +33,5 @@ def report(name: str, failures: list[str], *, not_solved: str | None = None, sho
         return True
     print(say("failed", name=name))
     for line in failures:
-        print("  " + line)
+        print(f"  {line}")
     return False

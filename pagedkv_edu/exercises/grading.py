@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from . import report
+from .messages import Message, tr
 
 
 class NotSolved(Exception):
@@ -40,8 +41,9 @@ def describe_exception(error: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if f.filename != __file__ and "site-packages" not in f.filename and "/lib/python3" not in f.filename]
     line = frames[-1].line if frames else ""
-    where = f", at `{line.strip()}`" if line and len(line) < 120 else ""
-    return f"raised {type(error).__name__}: {error}{where}"
+    if line and len(line) < 120:
+        return tr("raised {kind}: {error}, at `{line}`", kind=type(error).__name__, error=str(error), line=line.strip())
+    return tr("raised {kind}: {error}", kind=type(error).__name__, error=str(error))
 
 
 class Case(Protocol):
@@ -65,7 +67,7 @@ class Reader:
             result = self.fn(*args)
         except NotImplementedError as exc:
             if self.calls == 1:
-                raise NotSolved("it raises NotImplementedError") from exc
+                raise NotSolved(tr("it raises NotImplementedError")) from exc
             raise Raised(exc) from exc
         except Exception as exc:  # the reader's code may raise anything: it is a failure, not a crash
             raise Raised(exc) from exc
@@ -85,24 +87,24 @@ def grade(name: str, fn: Callable[..., Any], shown: Sequence[C], hidden: Sequenc
     try:   # the shown cases come first: a stub is recognised on them, before any hidden case runs
         failing = [(case, lines) for case in shown if (lines := _run_one(run, reader, case))]
         if failing and reader.results and all(r is None for r in reader.results):
-            raise NotSolved("it returns None")
+            raise NotSolved(tr("it returns None"))
         if constant_is_stub and failing and len(reader.results) == reader.calls and len(shown) > 2:
             first = reader.results[0]
             if all(type(r) is type(first) and _same(r, first) for r in reader.results):
-                raise NotSolved(f"it returns {first!r} whatever it is given")
+                raise NotSolved(tr("it returns {value} whatever it is given", value=repr(first)))
     except NotSolved as stub:
         return report(name, [], not_solved=str(stub))
     hidden_failing = [(case, lines) for case in hidden if (lines := _run_one(run, reader, case))]
     if not failing and not hidden_failing:
         return report(name, [], shown=len(shown), hidden=len(hidden))
     (case, lines) = (failing or hidden_failing)[0]
-    out = [f"{case.name}:"] + ["  " + line for line in lines]
-    also = [f'"{c.name}"' for c, _ in failing[1:]]
+    out = [tr("{case}:", case=case.name)] + [f"  {line}" for line in lines]
+    also = [str(tr('"{case}"', case=c.name)) for c, _ in failing[1:]]     # rendered now: join reads the value
     others_hidden = len(hidden_failing) - (0 if failing else 1)
     if others_hidden:
-        also.append(f"{others_hidden} of {len(hidden)} hidden cases")
+        also.append(str(tr("{count} of {total} hidden cases", count=others_hidden, total=len(hidden))))
     if also:
-        out.append("also wrong: " + ", ".join(also))
+        out.append(tr("also wrong: {cases}", cases=str(tr(", ")).join(also)))
     return report(name, out)
 
 
@@ -119,7 +121,7 @@ def rows_to_first_difference(step: Callable[[int], Any], expected: Iterable[Any]
         except caught as error:
             got, problem = None, describe(error)
         except NotSolved as stub:
-            got, problem = None, f"not solved yet ({stub})"
+            got, problem = None, tr("not solved yet ({why})", why=stub.args[0] if stub.args else "")
         rows.append({"step": want.step, "before": want.before, "yours": got, "expected": want, "problem": problem})
         if got is None or differences(got, want):
             break
@@ -136,11 +138,12 @@ def grade_in_order(name: str, cases: Sequence[C], run: Callable[[C], list[str]],
         for i, case in enumerate(cases):
             problems = run(case)
             if problems:
-                return report(name, [f"{case.name}:"] + ["  " + p for p in problems]
-                              + [f"({i} of {len(cases)} cases passed before this one; later cases not run)"])
+                return report(name, [tr("{case}:", case=case.name)] + [f"  {p}" for p in problems]
+                              + [tr("({passed} of {total} cases passed before this one; later cases not run)",
+                                    passed=i, total=len(cases))])
     except NotSolved as stub:
         return report(name, [], not_solved=str(stub))
-    return report(passed or f"{name} ({len(cases)} cases)", [])
+    return report(passed or f"{name} ({tr('{count} cases', count=len(cases))})", [])
 
 
 def _run_one(run: Callable[[Reader, C], list[str]], reader: Reader, case: C) -> list[str]:
@@ -194,25 +197,30 @@ def as_bool(x: Any) -> bool | None:
     return None
 
 
-def as_int_list(x: Any, what: str = "value") -> tuple[list[int] | None, str]:
-    """``x`` as a list of whole numbers, or (None, why not). Tensors and arrays need an integer dtype."""
+def as_int_list(x: Any, what: str | None = None) -> tuple[list[int] | None, str]:
+    """``x`` as a list of whole numbers, or (None, why not). Tensors and arrays need an integer dtype.
+
+    ``what`` names one item, as ``tr("slot")``, so that the reason reads in the reader's language.
+    """
+    what = tr("value") if what is None else what
     if isinstance(x, (torch.Tensor, np.ndarray)):
         if x.ndim != 1:
-            return None, f"expected a flat list of {what}s, got a tensor of shape {tuple(x.shape)}"
+            return None, tr("expected a flat list of {what}s, got a tensor of shape {shape}", what=what,
+                            shape=tuple(x.shape))
         if len(x) == 0:
             return [], ""
         if isinstance(x, torch.Tensor) and (x.dtype.is_floating_point or x.dtype == torch.bool) or \
                 isinstance(x, np.ndarray) and x.dtype.kind not in "iu":
-            return None, (f"expected integer {what}s, got a tensor of dtype {x.dtype} "
-                          f"(give it an integer dtype, e.g. torch.long)")
+            return None, tr("expected integer {what}s, got a tensor of dtype {dtype} "
+                            "(give it an integer dtype, e.g. torch.long)", what=what, dtype=x.dtype)
         return [int(v) for v in x.tolist()], ""
     if x is None or isinstance(x, (str, bytes, dict)) or not isinstance(x, Iterable):
-        return None, f"expected a list of {what}s, got {short(x)}"
+        return None, tr("expected a list of {what}s, got {value}", what=what, value=short(x))
     out = []
     for i, v in enumerate(x):
         n = as_int(v)
         if n is None:
-            return None, f"item {i} is {short(v)}, not a whole-number {what}"
+            return None, tr("item {i} is {value}, not a whole-number {what}", i=i, value=short(v), what=what)
         out.append(n)
     return out, ""
 
@@ -227,7 +235,7 @@ def span(values: Sequence[int]) -> str:
     """``0..40`` for a run of consecutive numbers, else the list, shortened."""
     values = list(values)
     if not values:
-        return "[] (none)"
+        return tr("[] (none)")
     if len(values) > 2 and values == list(range(values[0], values[0] + len(values))):
         return f"{values[0]}..{values[-1]}"
     return short(values, 80)
