@@ -36,10 +36,10 @@ def __getattr__(name: str) -> Any:
 def setup(seed: int = 0, *, lang: str | None = None, self_test: bool = True, quiet: bool = False) -> SetupReport:
     """The first call of every chapter: :func:`runtime.setup` (seed, versions, device, Triton self-test),
     and pools and managers shown as pictures in a notebook (the views sit above the runtime, so the
-    package's top, not the runtime, registers them). ``lang`` is the graders' language, ``"en"`` (the
-    default) or ``"zh-TW"`` (the zh-TW notebooks pass it; ``PAGEDKV_LANG`` sets it too)."""
-    from .exercises.messages import set_language
+    package's top, not the runtime, registers them). ``lang`` is the language of the graders, widgets and
+    figures, ``"en"`` (the default) or ``"zh-TW"`` (the zh-TW notebooks pass it; ``PAGEDKV_LANG`` sets it too)."""
     from .viz import register_formatters
+    from .viz.language import set_language
 
     if lang is not None:
         set_language(lang)     # refuses an unknown language before anything else happens

@@ -14,15 +14,14 @@ language; English is the default. Two kinds of text:
 
 from __future__ import annotations
 
-import importlib
-import os
-import pkgutil
 import string
-from functools import cache
-from typing import Any
 
-LANGUAGES: tuple[str, ...] = ("en", "zh-TW")
-LANG_VAR = "PAGEDKV_LANG"
+from ..viz.language import LANG_VAR, LANGUAGES, Message, add_catalogue, catalogue, language, set_language, tr
+
+add_catalogue(__package__)
+
+__all__ = ["LANG_VAR", "LANGUAGES", "MESSAGES", "Message", "catalogue", "fields_of", "language", "say",
+           "set_language", "tr"]
 
 MESSAGES: dict[str, dict[str, str]] = {
     "not_solved": {
@@ -44,6 +43,7 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "✓ {name}（{zh}）: you predicted {predicted}{unit}; measured {measured}{unit}",
         "zh-TW": "✓ {zh}（{name}）：你預測 {predicted}{unit}；量測結果 {measured}{unit}",
     },
+    "prediction_why": {"en": "{verdict}. {why}", "zh-TW": "{verdict}。{why}"},
     "prediction_off": {
         "en": "✗ {name}（{zh}）: you predicted {predicted}{unit}; measured {measured}{unit}",
         "zh-TW": "✗ {zh}（{name}）：你預測 {predicted}{unit}；量測結果 {measured}{unit}",
@@ -51,81 +51,9 @@ MESSAGES: dict[str, dict[str, str]] = {
 }
 
 
-def _checked(lang: str) -> str:
-    if lang not in LANGUAGES:
-        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
-    return lang
-
-
-_language = _checked(os.environ.get(LANG_VAR) or "en")
-
-
-def set_language(lang: str) -> None:
-    """The language every grader speaks from now on in this process."""
-    global _language
-    _language = _checked(lang)
-
-
-def language() -> str:
-    return _language
-
-
-class Message(str):
-    """A grader's line: a ``str`` whose value is the English text, printed in the reader's language.
-
-    It is a ``str`` so that graders and tests compare, measure and store it as one. ``str()``, ``print`` and
-    f-strings render it in the language set *when they run*, not when it was made: a hidden case's name is
-    made when its grader module is imported, before the zh-TW setup cell picks the language. ``+`` and
-    ``join`` see the English value, so graders compose lines with f-strings or fields, never with those.
-    """
-
-    template: str
-    fields: dict[str, Any]
-
-    def __new__(cls, template: str, /, **fields: Any) -> "Message":
-        self = super().__new__(cls, template.format(**fields))
-        self.template, self.fields = template, fields
-        return self
-
-    def render(self, lang: str) -> str:
-        """The text in ``lang``; fields that are messages themselves are rendered in the same language."""
-        if lang == "en":
-            return str.__str__(self)
-        translated = catalogue(lang).get(self.template)
-        if translated is None:      # tests keep this from happening; English beats a KeyError in a notebook
-            return str.__str__(self)
-        return translated.format(**{k: v.render(lang) if isinstance(v, Message) else v
-                                    for k, v in self.fields.items()})
-
-    def __str__(self) -> str:
-        return self.render(_language)
-
-    def __format__(self, spec: str) -> str:
-        return format(self.render(_language), spec)
-
-
-def tr(template: str, /, **fields: Any) -> Message:
-    """A failure line written in English, ``{fields}`` and all, that prints in the reader's language."""
-    return Message(template, **fields)
-
-
-@cache
-def catalogue(lang: str) -> dict[str, str]:
-    """Every translated template of ``lang``: English template -> translation, from the modules of :mod:`.zh_tw`."""
-    if _checked(lang) == "en":
-        return {}
-    package = importlib.import_module(f"{__package__}.zh_tw")
-    merged: dict[str, str] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        for english, translated in importlib.import_module(f"{package.__name__}.{info.name}").MESSAGES.items():
-            if merged.setdefault(english, translated) != translated:
-                raise ValueError(f"{info.name}: {english!r} is translated two ways: {merged[english]!r}, {translated!r}")
-    return merged
-
-
 def say(key: str, **fields: object) -> str:
     """The verdict ``key`` in the current language, its ``{fields}`` filled in."""
-    return MESSAGES[key][_language].format(**fields)
+    return MESSAGES[key][language()].format(**fields)
 
 
 def fields_of(template: str) -> set[str]:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 
-from .messages import say
+from .messages import language, say
 
 
 def check_prediction(name: str, zh: str, predicted: float | None, measured: float, *,
-                     tolerance: float = 0.0, absolute: bool = False, unit: str = "", why: str = "") -> bool:
+                     tolerance: float = 0.0, absolute: bool = False, unit: str = "", why: str = "",
+                     why_zh: str = "") -> bool:
     """Print and return whether ``predicted`` is ``measured`` within ``tolerance``.
 
     ``tolerance`` is a relative error, or, with ``absolute=True``, a distance in the measured
-    value's own units (percentage points, say); ``unit`` is printed after both numbers.
+    value's own units (percentage points, say); ``unit`` is printed after both numbers. ``why``
+    (and ``why_zh``, the same in zh-TW: a notebook's code is the same in both editions) explains a miss.
     """
     if not math.isfinite(measured):
         raise ValueError(f"{name}: the measured value {measured!r} is not a finite number")
@@ -32,5 +34,6 @@ def check_prediction(name: str, zh: str, predicted: float | None, measured: floa
     shown = f"{measured:,.0f}" if float(measured).is_integer() else f"{measured:,.3g}"
     verdict = say("prediction_close" if close else "prediction_off", name=name, zh=zh, predicted=f"{value:,g}",
                   measured=shown, unit=unit)
-    print(verdict if close or not why else f"{verdict}. {why}")
+    reason = why_zh if language() == "zh-TW" and why_zh else why
+    print(verdict if close or not reason else say("prediction_why", verdict=verdict, why=reason))
     return close

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.block_manager import BlockManager
 from ..core.block_pool import BlockPool
+from .figure_text import localise_when_shown
 from .render import Picture, manager_svg, pool_svg, render_svg
 from .snapshot import Snapshot, snapshot
 
@@ -19,7 +20,8 @@ __all__ = ["Picture", "Snapshot", "manager_svg", "pool_svg", "register_formatter
 def register_formatters(shell: Any = None) -> bool:
     """Display pools and managers as pictures in ``shell`` (default: the running IPython, if any).
 
-    Returns False outside IPython, where there is nothing to register.
+    In a zh-TW kernel with a CJK font, figures are also translated as they are shown
+    (:func:`.figure_text.localise_when_shown`). Returns False outside IPython, where there is nothing to register.
     """
     if shell is None:
         try:
@@ -32,6 +34,7 @@ def register_formatters(shell: Any = None) -> bool:
     formatter = shell.display_formatter.mimebundle_formatter
     for kind in (BlockPool, BlockManager):
         formatter.for_type(kind, _picture_bundle)
+    localise_when_shown(shell)
     return True
 
 
