@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -14,8 +15,10 @@ from pagedkv_edu.sim.decode_cost import A100_PCIE, H200
 from pagedkv_edu.sim.preemption_cost import OPT_13B, preemption_cost
 from pagedkv_edu.sim.radix_compare import replay_hash_chain
 from pagedkv_edu.sim.simulate import simulate
-from pagedkv_edu.viz.block_size_view import BlockSizeState, block_size_grid, block_size_svg
+from pagedkv_edu.viz.block_size_view import (DEVICE_LABELS, DEVICES, BlockSizeState, block_size_grid,
+                                             block_size_svg)
 from pagedkv_edu.workload import copilot50, prompt_token_ids
+from tests.zh_output import CJK, untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 REQUESTS = copilot50(seed=0)
@@ -218,3 +221,36 @@ def test_static_render_shows_the_current_picture(widget: object) -> None:
     bundle = widget._repr_mimebundle_()
     assert bundle["image/svg+xml"] == widget.drawing.value
     assert bundle["text/plain"].startswith("block-size widget: B = ") and f"B = {widget.state.block_size}," in bundle["text/plain"]
+
+
+# --- in zh-TW ----------------------------------------------------------------------------------------
+def drawn_text(svg: str) -> str:
+    """Every line the picture writes for a reader: its texts, one a line, and its aria-label if any."""
+    texts = re.findall(r"<text\b[^>]*>([^<]*)</text>", svg) + re.findall(r'aria-label="([^"]*)"', svg)
+    return "\n".join(html.unescape(t) for t in texts)
+
+
+def test_a_device_label_is_the_devices_name_in_english() -> None:
+    assert all(DEVICE_LABELS[key] == DEVICES[key].name for key in DEVICE_LABELS)
+
+
+def test_the_widget_and_its_pictures_speak_zh_tw(fresh: BlockSizeState, zh_tw: None) -> None:
+    pytest.importorskip("ipywidgets")
+    from pagedkv_edu.viz.block_size_widget import BlockSizeWidget
+
+    widget = BlockSizeWidget(fresh)                 # built after the language is set, as in the notebook
+    assert (widget.block_size.description, widget.device.description) == ("區塊大小", "裝置")
+    assert CJK.search(widget.shared_prefix.description)
+    assert list(widget.device.options) == [("A100-40GB（PCIe 4.0 介面）", "a100-pcie"), ("H200", "h200")]
+    text = drawn_text(widget.drawing.value)
+    assert untranslated(text) == [] and "區塊大小 B = 16：共享前綴 200 個 token" in text
+    assert "雜湊鏈 192 個 token，基數樹 200 個" in text and "置換 118 毫秒，重新計算 178 毫秒：置換的成本較低" in text
+    widget.device.value = "h200"
+    widget.block_size.value = 32                    # the H200 recomputes faster than it swaps at 32
+    assert widget.message.value == "" and "重新計算的成本較低" in drawn_text(widget.drawing.value)
+    widget.shared_prefix.value = 800                # refused: longer than the shortest prompt
+    assert f"已拒絕：shared_prefix=800 比最短的提示詞（{SHORTEST} 個 token）還長" in html.unescape(widget.message.value)
+    assert widget.state.shared_prefix == 200
+    assert widget._repr_mimebundle_()["text/plain"].startswith("區塊大小的小工具：B = 32，共享前綴 200 個 token，H200：")
+    still = drawn_text(block_size_grid(fresh, [(16, 200, "a100-pcie"), (256, 200, "h200")]))
+    assert untranslated(still) == [] and "區塊大小 B = 256：" in still

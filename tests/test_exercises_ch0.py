@@ -15,6 +15,7 @@ import torch
 from pagedkv_edu.exercises import ch0
 from pagedkv_edu.exercises.solutions import ch0 as solution
 from pagedkv_edu.specs import MODELS, spec_from_config
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 GRADER = "kv_bytes_per_token（每個 token 的 KV 位元組）"
 
@@ -135,3 +136,22 @@ def test_kv_bytes_stub_is_not_solved_and_shows_no_cases(stub, capsys: pytest.Cap
     assert ch0.check_kv_bytes_per_token(stub) is False
     out = capsys.readouterr().out
     assert out.startswith(f"○ {GRADER}: not solved yet") and "expected" not in out and "✗" not in out
+
+
+# --- in zh-TW -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [*KV_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_kv_bytes_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**KV_WRONG, "raises": lambda c, b: c["num_layers"], "stub": lambda c, b: None}[name]
+    assert ch0.check_kv_bytes_per_token(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ kv_bytes_per_token（每個 token 的 KV 位元組）：未通過",
+                           "○ kv_bytes_per_token（每個 token 的 KV 位元組）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_the_gqa_hint_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    ch0.check_kv_bytes_per_token(KV_WRONG["query heads and no factor 2"])
+    out = capsys.readouterr().out
+    assert "在分組查詢注意力下，每 4 個查詢頭共用一個 K/V 頭" in out and "除此之外，只有一半" in out, out

@@ -12,6 +12,7 @@ from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch11 as sol
 from pagedkv_edu.sim.routing import HybridThresholds, hybrid_choice, hybrid_policy, route
 from pagedkv_edu.sim.routing_workloads import tenants
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 def _least(loads: list[int]) -> int:
@@ -171,3 +172,23 @@ def test_passed_or_reference_and_the_readers_policy(capsys: pytest.CaptureFixtur
     mine = route(requests, hybrid_policy(_numpy, HybridThresholds()), 3)
     assert mine.policy == "hybrid (_numpy)"
     assert [o.replica for o in mine.outcomes] == [o.replica for o in route(requests, "hybrid", 3).outcomes]
+
+
+# --- in zh-TW -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [*WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**WRONG, "raises": lambda l, m, *a: m[len(m)], "stub": lambda *a: 0}[name]
+    assert ch11.check_hybrid_choice(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ hybrid_choice（混合路由）：未通過", "○ hybrid_choice（混合路由）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_a_hint_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    ch11.check_hybrid_choice(WRONG[">= on the match ratio"])
+    out = capsys.readouterr().out
+    assert "比例恰好等於快取門檻 0.5：太弱，所以選最少負載的副本；SGLang 的判斷是 >，不是 >=" in out, out
+    with pytest.raises(ValueError, match="沒有名為 'no such case' 的案例；可用的案例有：balanced, a long match wins;"):
+        ch11.try_hybrid_choice(sol.hybrid_choice, "no such case")

@@ -19,7 +19,8 @@ from pagedkv_edu.core.scheduler import schedule
 from pagedkv_edu.engine import sampling
 from pagedkv_edu.engine import step as shipped
 from pagedkv_edu.engine.engine import LLMEngine
-from pagedkv_edu.exercises import ch12, my_engine
+from pagedkv_edu.exercises import ch12, messages, my_engine
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SHIPPED = Path(shipped.__file__).read_text()
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "12_your_engine.ipynb"
@@ -282,3 +283,54 @@ def test_the_stub_imports_what_it_needs_and_gives_nothing_away() -> None:
     assert not [m for m in moves if any(m in line for line in code)], code
     comments = " ".join(line for line in stub.splitlines() if line.lstrip().startswith("#"))
     assert not [m for m in ("engine.", "release=", "s.seq", "samplers") if m in comments], comments   # words, not code
+
+
+# --- in zh-TW -------------------------------------------------------------------------------------
+RAISES = "def step(engine):\n    return engine.no_such_method()\n"   # raises AttributeError at its first step
+
+# name: (a reader's file, or "stub" for the notebook's, and what the zh-TW output must say). Three of the slips
+# (each grading runs the hidden cases too), chosen for the lines they show: a record that does not exist and a
+# missing block table, an exception on the reader's own line, the history the step never recorded.
+ZH_WRONG = {
+    "never forks the siblings": (WRONG["never forks the siblings"][0],
+                                 ["紀錄 r0.1：你的 step 之後不存在；隨附的 step 之後是執行中，token 為 [1006]",
+                                  "r0.1 在你的 step 之後沒有區塊表", "分岔出它的其他樣本"]),
+    "checks the stop before appending": (WRONG["checks the stop before appending"][0],
+                                         ["你的 step 引發了 IndexError", "（你的第 ", "第 0 步（這一步之前：執行中"]),
+    "never records": (WRONG["never records"][0], ["引擎的歷史紀錄與追蹤共有 0 筆", "engine.record(scheduled)"]),
+    "raises": (RAISES, ["你的 step 引發了 AttributeError", "同樣錯誤的還有："]),
+    "stub": ("stub", []),
+}
+
+
+@pytest.mark.usefixtures("zh_tw")
+@pytest.mark.parametrize("name", ZH_WRONG)
+def test_a_wrong_step_explains_in_zh_tw(name: str, tmp_path: Path) -> None:
+    source, said = ZH_WRONG[name]
+    if source == "stub":
+        source = _notebook_sources()["ch12-06"].partition("\n")[2]
+    verdict, out = _grade(_save(tmp_path, source))
+    verdict_line = "○ step（引擎的一步）：尚未解答" if name == "stub" else "✗ step（引擎的一步）：未通過"
+    assert verdict is False and out.startswith(verdict_line), out
+    assert untranslated(out) == [], out
+    missing = [s for s in said if s not in out]
+    assert not missing, f"{missing} not in:\n{out}"
+
+
+def _raising_step(engine: LLMEngine) -> list:
+    return engine.no_such_method()      # type: ignore[attr-defined]
+
+
+def test_the_answer_key_speaks_the_language_it_is_printed_in() -> None:
+    """The shipped step's views are cached once per case, in whichever language made them; they print in the
+    language of the moment."""
+    rows = ch12.try_step(shipped.step, 0)           # made in English
+    messages.set_language("zh-TW")
+    try:
+        before, record = str(rows[0]["before"]), str(rows[-1]["expected"].records["r2"])
+        problem = str(ch12.try_step(_raising_step, 0)[0]["problem"])
+    finally:
+        messages.set_language("en")
+    assert before.startswith("執行中（已計算/token 數）[無]；等待中 [r0（7 個 token）、r1（8 個 token）、r2（9 個 token）]；")
+    assert record.startswith("已完成（length），token 為 [") and problem.startswith("你的 step 引發了 AttributeError")
+    assert str(rows[0]["before"]).startswith("running (computed/tokens) [none]; waiting [r0 (7 tokens), r1 (8 tokens)")

@@ -33,6 +33,7 @@ from pagedkv_edu.exercises.ch2 import (
 from pagedkv_edu.exercises.my_engine import load_parts, why_not_passed
 from pagedkv_edu.exercises.solutions import block_manager as solution_manager
 from pagedkv_edu.exercises.solutions.ch2 import append_token, slot_mapping
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 B = 16   # the notebook's global block size, which a solution may use by mistake
 
@@ -626,3 +627,61 @@ def test_try_block_manager_returns_every_call_with_both_answers(tmp_path: Path,
         ("release('a')", [7, 1, 3], [3, 1, 7])]
     assert tried["calls"][-1]["your_free_queue"][-3:] == [7, 1, 3]
     assert tried["calls"][-1]["expected_free_queue"][-3:] == [3, 1, 7]
+
+
+# --- in zh-TW: every wrong answer, a raise and the stub explained in Chinese, nothing left in English -------------
+ZH_FAILED, ZH_NOT_SOLVED = "：未通過", "：尚未解答"
+
+
+def _not_yet(*args: object) -> None:
+    raise NotImplementedError("your turn")
+
+
+@pytest.mark.parametrize("name", [*SLOT_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_slot_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**SLOT_WRONG, "raises": lambda t, b, ps: [t[p // 2] * b + p % b for p in ps], "stub": _not_yet}[name]
+    assert check_slot_mapping(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith((f"✗ slot_mapping（槽位映射）{ZH_FAILED}", f"○ slot_mapping（槽位映射）{ZH_NOT_SOLVED}")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.parametrize("name", [*APPEND_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_append_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**APPEND_WRONG, "raises": lambda t, n, b, free: t[n // b] * b + n % b, "stub": _not_yet}[name]
+    assert check_append_token(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith((f"✗ append_token（附加一個 token）{ZH_FAILED}",
+                           f"○ append_token（附加一個 token）{ZH_NOT_SOLVED}")), out
+    assert untranslated(out) == []
+
+
+MANAGER_ZH = {**{name: body for name, (body, _) in MANAGER_WRONG.items()},
+              "raises": "\n    def grow(self, seq, n):\n        raise KeyError(seq.seq_id)\n",
+              "stub": "\n    def admit(self, seq, n, hit=None):\n        raise NotImplementedError\n"}
+
+
+@pytest.mark.parametrize("name", MANAGER_ZH)
+@pytest.mark.usefixtures("zh_tw")
+def test_the_manager_grader_explains_in_zh_tw(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_block_manager(_save(tmp_path, WRONG_HEADER + MANAGER_ZH[name])) is False
+    out = capsys.readouterr().out
+    assert out.startswith((f"✗ {MANAGER}{ZH_FAILED}", f"○ {MANAGER}{ZH_NOT_SOLVED}")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_the_diagnoses_read_in_zh_tw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    check_slot_mapping(SLOT_WRONG["global B = 16"])
+    assert "這些是區塊大小為 16 時的槽位，但這裡的區塊大小是 4：請使用 block_size 參數" in capsys.readouterr().out
+    check_append_token(_allocates_one_token_early)
+    out = capsys.readouterr().out
+    assert "位置 7 的 token（起始狀態：區塊表 [7, 1]，空閒清單 [3, 0, 2, 4, 5, 6]）：" in out
+    assert "位置 7 不是區塊大小 4 的倍數：最後一個區塊還有 1 個空閒槽位" in out
+    check_block_manager(_save(tmp_path, WRONG_HEADER + MANAGER_WRONG["head-first release"][0]))
+    out = capsys.readouterr().out
+    assert "    呼叫：release('a')\n" in out and "提示：這些區塊是從第一個區塊開始歸還的。請從最後一個區塊開始釋放" in out
+    assert check_block_manager(tmp_path / "nowhere.py") is False
+    assert "nowhere.py 不存在：請執行上方的 %%writefile 儲存格" in capsys.readouterr().out

@@ -28,6 +28,7 @@ from pagedkv_edu.exercises.solutions.ch3 import gather_kv
 from pagedkv_edu.exercises.solutions.ch4 import online_softmax_update
 from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.model.paged_batch import random_paged_step
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 # --- the solutions are right, on the hidden cases too ------------------------------------------------
@@ -195,6 +196,34 @@ def test_gather_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert check_gather_kv(stub) is False
     assert capsys.readouterr().out.startswith("○ gather_kv（經由區塊表收集 K/V）: not solved yet")
+
+
+def _gather_stub(cache: torch.Tensor, table: Sequence[int], n: int) -> torch.Tensor:
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("name", [*GATHER_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_gather_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**GATHER_WRONG, "raises": lambda cache, table, n: cache[99], "stub": _gather_stub}[name]
+    assert check_gather_kv(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ gather_kv（經由區塊表收集 K/V）：未通過", "○ gather_kv（經由區塊表收集 K/V）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_gather_says_where_a_wrong_row_came_from_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    check_gather_kv(_ignores_table)
+    assert "位置 0：應為槽位 28（區塊 7，偏移 0），卻得到槽位 0（區塊 0，偏移 0，這個區塊不屬於這條序列）" \
+        in capsys.readouterr().out
+    cache = case_cache(GATHER_CASES[0])
+    attend = gather_attention(_whole_blocks)
+    with pytest.raises(PartError) as error:    # the engine's stop, in the reader's language too
+        attend(torch.zeros(2, 2, 3, dtype=torch.float64), cache, cache.clone(), torch.tensor([[7, 1, 3]]),
+               torch.tensor([9]), torch.tensor([0, 2]), 1.0)
+    assert str(error.value) == ("你的 gather_kv（my_engine/gather.py）：這一步的序列 0，它的 K：gather_kv(k_cache, [7, 1, 3], 9)："
+                                "回傳結果的形狀為 (12, 2, 3)，引擎需要 (9, 2, 3)（你取了整個區塊：最後一個區塊尾端的空位不屬於這條序列）")
 
 
 

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from pagedkv_edu.exercises import ch4_kernel as grader
 from pagedkv_edu.exercises.solutions import ch4_kernel as solution
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -419,3 +420,26 @@ class _RaisesUnsupportedDtype:
 def test_a_launch_error_is_reported_with_the_shared_hint(capsys):
     ok, out = _verdict(_RaisesUnsupportedDtype(), solution.merge_splits_kernel, capsys)
     assert not ok and "the launch raised TypeError: unsupported dtype" in out and "broadcast it first" in out, out
+
+
+# --- in zh-TW: two mutants (each grading takes seconds in the interpreter), a launch that raises, the stub ---------
+
+ZH = {   # (kernel variant, merge variant): a line the zh-TW failure must hold (None: the verdict is enough)
+    ("whole_sequence", "none"): "提示：分割 1 的注意力涵蓋了位置 0..6（整條序列），但它應涵蓋的是空範圍：",
+    ("none", "all_splits"): "每個分割的 part 與 lse 都正確（已先與 float64 比對過）：錯的是匯合核心。",
+    ("raises", "none"): None,
+    ("stub", "none"): None,
+}
+
+
+@pytest.mark.parametrize("kernel_variant, merge_variant", ZH, ids=lambda v: v)
+@pytest.mark.usefixtures("zh_tw")
+def test_the_kernel_grader_explains_in_zh_tw(kernel_variant, merge_variant, variant, capsys):
+    kernel = {"raises": _RaisesUnsupportedDtype(), "stub": stub}.get(kernel_variant, kernel_mutant)
+    variant(kernel_variant if kernel is kernel_mutant else "none", merge_variant)
+    ok, out = _verdict(kernel, merge_mutant, capsys)
+    name = "paged_decode_kernel + merge_splits_kernel（分頁解碼核心）"
+    assert not ok and out.startswith((f"✗ {name}：未通過", f"○ {name}：尚未解答")), out
+    assert untranslated(out) == [], out
+    says = ZH[kernel_variant, merge_variant]
+    assert says is None or says in out, out

@@ -10,6 +10,8 @@ import triton.language as tl
 
 from pagedkv_edu.exercises import ch4 as grader
 from pagedkv_edu.exercises.solutions import ch4 as solution
+from tests.test_exercises_ch3_4 import SOFTMAX_WRONG
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -187,3 +189,58 @@ def test_try_helpers_return_inputs_and_outputs():
     assert (r["row_max"] - r["expected_max"]).abs().max() < 1e-5
     r = grader.try_scores(solution.scores)
     assert r["out"].shape == r["expected"].shape
+
+
+# --- in zh-TW ------------------------------------------------------------------------------------
+
+@triton.jit
+def pad_copy_raises(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    raise ValueError("a bug in the reader's kernel")
+
+
+_PUZZLE_NAMES = {grader.check_pad_copy: "pad_copy（帶遮罩的載入）", grader.check_gather_rows: "gather_rows（經由索引收集）",
+                 grader.check_row_stats: "row_stats（逐列歸約）", grader.check_scores: "scores（以 tl.dot 計算分數）"}
+ZH_PUZZLES = [(check, kernel) for check, kernel, _ in WRONG] + [(grader.check_pad_copy, pad_copy_raises),
+                                                                 (grader.check_pad_copy, stub)]
+
+
+@pytest.mark.parametrize("check, kernel", ZH_PUZZLES, ids=lambda x: getattr(getattr(x, "fn", x), "__name__", str(x)))
+@pytest.mark.usefixtures("zh_tw")
+def test_puzzles_explain_in_zh_tw(check, kernel, capsys):
+    assert check(kernel) is False
+    out = capsys.readouterr().out
+    name = _PUZZLE_NAMES[check]
+    assert out.startswith((f"✗ {name}：未通過", f"○ {name}：尚未解答")), out
+    assert untranslated(out) == [], out
+
+
+def _softmax_raises(m, l, acc, s, v):
+    return m, l, acc[:, 99]
+
+
+def _softmax_stub(m, l, acc, s, v):
+    raise NotImplementedError("your turn")
+
+
+@pytest.mark.parametrize("name", [*SOFTMAX_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_online_softmax_explains_in_zh_tw(name, capsys, monkeypatch):
+    # the first 8 hidden cases hold both dtypes, scores around 1,000 and ragged tiles: the lines of all 40, in less time
+    monkeypatch.setattr(grader, "HIDDEN_SOFTMAX_CASES", grader.HIDDEN_SOFTMAX_CASES[:8])
+    wrong = {**SOFTMAX_WRONG, "raises": _softmax_raises, "stub": _softmax_stub}[name]
+    assert grader.check_online_softmax_update(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ online_softmax_update（線上 softmax 更新）：未通過",
+                           "○ online_softmax_update（線上 softmax 更新）：尚未解答")), out
+    assert untranslated(out) == [], out
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_zh_tw_hints_name_the_fix(capsys):
+    grader.check_row_stats(stats_other_zero)
+    out = capsys.readouterr().out
+    assert "提示：被遮罩的通道讀到 0，比這裡的每個值都大：以 other=-float('inf') 載入" in out, out
+    assert "3 列，長度分別為 5、1 與 8，每個區塊 8 個值：" in out, out     # the case's name, made at import time
+    grader.check_online_softmax_update(SOFTMAX_WRONG["_no_acc_rescale"])
+    out = capsys.readouterr().out
+    assert "第 2 個圖塊之後（共 4 個；float64，G = 3 個查詢頭" in out and "acc（累計輸出）：查詢頭 1：得到" in out, out

@@ -18,6 +18,7 @@ import triton.language as tl
 from pagedkv_edu.exercises import ch4_triton as grader
 from pagedkv_edu.exercises.solutions import ch4_triton as solution
 from pagedkv_edu.viz.kernel_view import split_ranges, store_svg, tile_reads_svg
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 # Wrong kernels overflow and divide by zero on purpose; numpy says so in the interpreter.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -508,3 +509,59 @@ def test_a_load_outside_every_tensor_is_refused_and_padding_reads_are_named():
     assert grader._launch(lambda: _load_row[(1,)](x.view, out.view, 2, N=4), reads, guarded=(x, out)) is None
     assert [str(r) for r in reads] == ["x[row 0, column 4 (past the last, 3)]"]
     assert reads[0].region is x and reads[0].advice == "mask the columns"
+
+
+# --- zh-TW: the same failures, in Traditional Chinese ----------------------------------------------
+
+@triton.jit
+def slots_raises(table_row_ptr, offs_n, mask_n, BLOCK_SIZE: tl.constexpr):
+    raise ValueError("the reader's own bug")
+
+
+# Two wrong pieces per grader (they run in the interpreter), a raising one and the stub; built when the test runs,
+# since the load, update and merge mutants are one kernel switched by a global.
+ZH_WRONG = {
+    "store pow2": (grader.check_store_kv, "store_kv_kernel（槽位映射寫入）", lambda: _store_mutant("pow2")),
+    "store no_skip": (grader.check_store_kv, "store_kv_kernel（槽位映射寫入）", lambda: _store_mutant("no_skip")),
+    "slots swapped": (grader.check_tile_slots, "tile_slots（經由區塊表查槽位）", lambda: slots_swapped),
+    "slots no_mask": (grader.check_tile_slots, "tile_slots（經由區塊表查槽位）", lambda: slots_no_mask),
+    "slots raises": (grader.check_tile_slots, "tile_slots（經由區塊表查槽位）", lambda: slots_raises),
+    "load no_row_mask": (grader.check_load_tile, "load_tile（帶遮罩載入圖塊）", lambda: _load_mutant("no_row_mask")),
+    "load flat_slot": (grader.check_load_tile, "load_tile（帶遮罩載入圖塊）", lambda: _load_mutant("flat_slot")),
+    "update forgets_old_max": (grader.check_softmax_tile_update, "softmax_tile_update（線上 softmax 更新）",
+                               lambda: _update_mutant("forgets_old_max")),
+    "update acc_not_rescaled": (grader.check_softmax_tile_update, "softmax_tile_update（線上 softmax 更新）",
+                                lambda: _update_mutant("acc_not_rescaled")),
+    "merge off_by_one": (grader.check_merge_splits, "merge_splits（KV 分割匯合）", lambda: _merge_mutant("off_by_one")),
+    "merge plain_mean": (grader.check_merge_splits, "merge_splits（KV 分割匯合）", lambda: _merge_mutant("plain_mean")),
+}
+
+
+@pytest.mark.parametrize("key", ZH_WRONG)
+def test_wrong_pieces_fail_in_zh_tw(key, zh_tw, capsys):
+    check, name, build = ZH_WRONG[key]
+    ok, out = _verdict(check, build(), capsys)
+    assert not ok and f"✗ {name}：未通過" in out, out
+    assert untranslated(out) == [], out
+
+
+def test_the_stub_is_not_solved_in_zh_tw(zh_tw, capsys):
+    ok, out = _verdict(grader.check_tile_slots, stub, capsys)
+    assert not ok and out.strip() == f"○ tile_slots（經由區塊表查槽位）：{grader.NOT_SOLVED}", out
+    assert "尚未解答（它引發 NotImplementedError）" in out and untranslated(out) == [], out
+    with pytest.raises(NotImplementedError, match="空白函式"):
+        grader.try_tile_slots(stub)
+
+
+def test_zh_tw_hints_name_the_mistake(zh_tw, capsys):
+    _, out = _verdict(grader.check_tile_slots, slots_hard_b16, capsys)
+    assert "提示：那是區塊大小為 16 時的槽位，但這個案例的區塊大小是 4：請用 BLOCK_SIZE 引數" in out, out
+    _, out = _verdict(grader.check_tile_slots, slots_no_mask, capsys)
+    assert "槽位都正確，但有一次載入沒有遮罩它的通道" in out and "（序列 0 的區塊表列，項目 1）" in out, out
+
+
+def test_the_watch_speaks_zh_tw(zh_tw):
+    out = _guarded_rows()
+    error = grader._launch(lambda: _store_row[(1,)](out.view, 10_000_000, N=4), guarded=(out,))
+    assert error is not None and "的儲存會寫到 out 之外的記憶體" in error and "這次什麼都沒有寫入" in error, error
+    assert "test_exercises_ch4_triton.py 第" in error and untranslated(error) == [], error

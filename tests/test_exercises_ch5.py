@@ -9,6 +9,7 @@ import torch
 from pagedkv_edu.exercises.ch5 import HIDDEN_STEP_CASES, STEP_CASES, check_step_layout
 from pagedkv_edu.exercises.solutions.ch5 import step_layout
 from pagedkv_edu.attention.kv_cache import StepMetadata
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 B = 16   # the notebook-wide block size a solution may use by mistake
 
@@ -154,3 +155,21 @@ def test_checker_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert check_step_layout(_raises) is False
     out = capsys.readouterr().out
     assert out.startswith("○ step_layout（一步的批次排列）: not solved yet") and "decode" not in out
+
+
+# --- in zh-TW -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [*WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**{k: fn for k, (fn, _) in WRONG.items()}, "raises": lambda *a: 1 / 0, "stub": _raises}[name]
+    assert check_step_layout(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ step_layout（一步的批次排列）：未通過", "○ step_layout（一步的批次排列）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_the_wrong_slots_are_placed_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    check_step_layout(_logical_block)
+    out = capsys.readouterr().out
+    assert "區塊 4 不在這條序列的區塊表 [3, 12, 0, 5, 9] 裡" in out and "你給的槽位落在哪裡" in out, out

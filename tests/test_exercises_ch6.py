@@ -22,6 +22,7 @@ from pagedkv_edu.exercises import ch6, my_engine
 from pagedkv_edu.exercises.grading import ArgsCase
 from pagedkv_edu.exercises.solutions import ch6 as sol6
 from pagedkv_edu.model.loading import load_model
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 # --- can_admit ------------------------------------------------------------------------------------
@@ -110,6 +111,16 @@ def test_can_admit_stub(stub, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch6.check_can_admit(stub) is False
     out = capsys.readouterr().out
     assert out.startswith("○ can_admit（允入判斷）: not solved yet") and "expected" not in out and "tokens=" not in out
+
+
+@pytest.mark.parametrize("name", [*ADMIT_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_can_admit_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**ADMIT_WRONG, "raises": lambda n, b, f, w, r: [][n], "stub": lambda *a: False}[name]
+    assert ch6.check_can_admit(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ can_admit（允入判斷）：未通過", "○ can_admit（允入判斷）：尚未解答")), out
+    assert untranslated(out) == []
 
 
 # --- schedule: the scheduling policy --------------------------------------------------------------
@@ -338,6 +349,28 @@ def test_try_schedule_returns_the_steps() -> None:
     assert "not solved yet" in ch6.try_schedule(lambda s: (_ for _ in ()).throw(NotImplementedError()))[0]["problem"]
     with pytest.raises(KeyError, match="no shown case"):
         ch6.try_schedule(schedule, "nope")
+
+
+@pytest.mark.parametrize("name", [*SCHEDULE_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_schedule_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**SCHEDULE_WRONG, "raises": lambda state: state.running[99], "stub": lambda state: None}[name]
+    assert ch6.check_schedule(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ schedule（排程器的一步）：未通過", "○ schedule（排程器的一步）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_schedule_hints_and_the_schedulers_refusals_read_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    ch6.check_schedule(SCHEDULE_WRONG["preempts the oldest"])
+    out = capsys.readouterr().out   # the answer key's description was made in English by the tests above: still zh
+    assert "第 2 步（這一步之前：執行中（最舊的在前，已計算/token 數）[A 8/9、B 9/10、C 10/11]；等待中 [無]" in out
+    assert "搶佔最新的執行中序列（state.running[-1]，也就是最後被允入的）；應依序搶佔 ['C']，卻得到 ['A']" in out
+    ch6.check_schedule(SCHEDULE_WRONG["ignores the token budget"])    # the Scheduler's own refusal, read back
+    assert "排程策略 _solution_with.<locals>.policy 規劃了 11 個 token，超出 token 預算 10" in capsys.readouterr().out
+    problem = ch6.try_schedule(SCHEDULE_WRONG["advances the counts itself"], 0)[-1]["problem"]
+    assert str(problem).startswith("策略把 A 的 num_computed_tokens 從 7 改成了 8。不要自己改動")
 
 
 def _serve(policy) -> tuple[list, list, int]:

@@ -37,6 +37,7 @@ from pagedkv_edu.exercises.solutions import block_manager as chapter2_solution
 from pagedkv_edu.exercises.solutions import sharing_manager as sharing_solution
 from pagedkv_edu.exercises.solutions.ch7 import append_with_cow
 from pagedkv_edu.model import load_model
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 # --- the solutions agree with the package ----------------------------------------------------
@@ -905,3 +906,108 @@ def test_keep_chapter_2_manager_keeps_a_passed_chapter_2_file_only(tmp_path: Pat
     mark_passed(_save_manager(tmp_path, Path(sharing_solution.__file__).read_text()))   # a chapter-7 file: not kept
     assert keep_chapter_2_manager(path) is None and "already a chapter-7 file" in capsys.readouterr().out
     assert kept.read_text() == chapter_2
+
+
+# --- in zh-TW: every line the graders print is translated ----------------------------------------------------
+def _not_yet(*args):
+    raise NotImplementedError("your turn")
+
+
+ZH_FAILED, ZH_NOT_SOLVED = "：未通過", "：尚未解答"
+
+
+def _zh_verdict(out: str, name: str) -> None:
+    assert out.startswith((f"✗ {name}{ZH_FAILED}", f"○ {name}{ZH_NOT_SOLVED}")), out
+    assert untranslated(out) == [], out
+
+
+@pytest.mark.parametrize("name", [*COW_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_cow_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    def crashes_on_a_copy(t, n, b, refs, free):
+        if n % b and refs[t[-1]] > 1:
+            raise KeyError("copy")
+        return append_with_cow(t, n, b, refs, free)
+
+    wrong = {**COW_WRONG, "raises": crashes_on_a_copy, "stub": _not_yet}[name]
+    assert check_append_with_cow(wrong) is False
+    _zh_verdict(capsys.readouterr().out, "append_with_cow（寫入時複製）")
+
+
+@pytest.mark.parametrize("name", [*BEAM_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_beam_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**BEAM_WRONG, "raises": lambda tables, refs, free, parents: tables[len(tables)], "stub": _not_yet}[name]
+    assert check_regroup_beams(wrong) is False
+    _zh_verdict(capsys.readouterr().out, "regroup_beams（束搜尋的分岔與釋放）")
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_cow_and_beam_hints_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    check_append_with_cow(_never_copies)
+    out = capsys.readouterr().out
+    assert ("child 把 token 6（區塊大小 4）附加到區塊表 [0, 1]，此時引用計數 [2, 2, 0, 0, 0, 0]，"
+            "空閒清單 [2, 3, 4, 5]：") in out
+    assert "複製：應為 (1, 2)，得到 None（區塊 1 是共享的，引用計數為 2，4 個 token 的空間只存了 2 個" in out
+    assert "槽位：應為 10，得到 6（區塊 1 是共享的：其他序列也會看到這個 token）" in out
+    check_regroup_beams(_fork_without_a_reference)
+    assert "是分岔出來的：父束區塊表中的每個區塊都多一個引用" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_saving_prediction_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv_edu.exercises.ch7 import check_saving_prediction
+
+    assert check_saving_prediction(21, 10.2) is False
+    out = capsys.readouterr().out
+    assert out.startswith("✗ 共享省下的記憶體（memory saved by sharing）：") and "下一個儲存格會說明其中的差距" in out
+
+
+ZH_SHARING = "BlockManager（分岔與寫入時複製）"
+
+
+@pytest.mark.parametrize("name", SHARING_WRONG)
+@pytest.mark.usefixtures("zh_tw")
+def test_the_sharing_grader_explains_in_zh_tw(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check_sharing_manager(_save_manager(tmp_path, SHARING_WRONG_HEADER + SHARING_WRONG[name][0])) is False
+    _zh_verdict(capsys.readouterr().out, ZH_SHARING)
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_the_sharing_grader_stub_chapter_2_file_and_hints_in_zh_tw(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = _save_manager(tmp_path, SHARING_WRONG_HEADER + "\n    def fork(self, parent, child):\n"
+                                                          "        raise NotImplementedError\n")
+    assert check_sharing_manager(path) is False
+    out = capsys.readouterr().out
+    assert out.startswith(f"○ {ZH_SHARING}{ZH_NOT_SOLVED}（fork 還沒寫：它引發 NotImplementedError）") and \
+        untranslated(out) == [], out
+    _save_manager(tmp_path, Path(chapter2_solution.__file__).read_text())
+    assert check_sharing_manager(path) is False
+    out = capsys.readouterr().out
+    assert "沒有定義 fork：它是第 2 章的管理器" in out and untranslated(out) == [], out
+    _save_manager(tmp_path, SHARING_WRONG_HEADER + SHARING_WRONG["copy-on-write writes in place"][0])
+    assert check_sharing_manager(path) is False
+    out = capsys.readouterr().out
+    assert ("區塊 1 是共享的（引用計數 4），4 個槽位只存了 2 個 token：把 'r0.1' 的新 token 寫進去，"
+            "其他序列也會看到它") in out, out
+    assert "它的最後一個區塊 1 是共享的，引用計數 4，4 個槽位已填 2 個" in out, out
+    _save_manager(tmp_path, SHARING_WRONG_HEADER + '''
+    def grow(self, seq, n):
+        table, start, size = self.held[seq], seq.num_computed_tokens, self.block_size
+        if n and start & (size - 1) and self.pool.ref_counts[table[-1]] > 1:
+            return Solution.grow(self, seq, n)
+        return Chapter2.grow(self, seq, n)
+''')
+    assert check_sharing_manager(path) is False         # a hidden run: chapter 2's report, with the shared blocks
+    out = capsys.readouterr().out
+    assert "隱藏案例" in out and "，共享的區塊（引用計數）{" in out and untranslated(out) == [], out
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_keep_chapter_2_manager_speaks_zh_tw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pagedkv_edu.exercises.ch7 import keep_chapter_2_manager
+
+    assert keep_chapter_2_manager(tmp_path / "my_engine" / "block_manager.py") is None
+    out = capsys.readouterr().out
+    assert out.startswith("沒有第 2 章的管理器可以保留") and untranslated(out) == [], out

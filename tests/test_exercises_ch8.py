@@ -28,6 +28,7 @@ from pagedkv_edu.exercises.solutions import ch8 as sol
 from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.sim.simulate import SimResult, simulate
 from pagedkv_edu.workload import MAX_SEQ_LEN, copilot50
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 def _ref(case: ch8.LookupCase) -> list[int]:
@@ -192,6 +193,23 @@ def test_chain_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith("○ block_hashes (雜湊鏈): not solved yet") and "expected" not in out
 
 
+def _raises(*args):
+    return args[99]
+
+
+def _stub(*args):
+    raise NotImplementedError("your turn")
+
+
+@pytest.mark.parametrize("name", [*CHAIN_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_chain_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert ch8.check_block_hashes({**CHAIN_WRONG, "raises": _raises, "stub": _stub}[name]) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ block_hashes (雜湊鏈)：未通過", "○ block_hashes (雜湊鏈)：尚未解答")), out
+    assert untranslated(out) == []
+
+
 # --- the lookup --------------------------------------------------------------------------------------
 def _no_check(t, b, fn, table, holds):
     out, parent = [], None
@@ -316,6 +334,16 @@ def test_lookup_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith("○ cached_prefix_blocks (最長已快取前綴): not solved yet") and "expected" not in out
 
 
+@pytest.mark.parametrize("name", [*LOOKUP_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_lookup_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert ch8.check_cached_prefix_blocks({**LOOKUP_WRONG, "raises": _raises, "stub": _stub}[name]) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ cached_prefix_blocks (最長已快取前綴)：未通過",
+                           "○ cached_prefix_blocks (最長已快取前綴)：尚未解答")), out
+    assert untranslated(out) == []
+
+
 # --- the free queue ------------------------------------------------------------------------------------
 def _append_both(q, refs, blocks, cached):
     for x in blocks:
@@ -402,6 +430,28 @@ def test_free_queue_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert ch8.check_free_queue(not_yet, not_yet) is False
     out = capsys.readouterr().out
     assert out.startswith("○ free queue order (空閒佇列的順序): not solved yet") and "expected" not in out
+
+
+@pytest.mark.parametrize("name", [*FREE_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_free_queue_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert ch8.check_free_queue(*{**FREE_WRONG, "raises": (_raises, _raises), "stub": (_stub, _stub)}[name]) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ free_blocks 與 touch（空閒佇列的順序）：未通過",
+                           "○ free_blocks 與 touch（空閒佇列的順序）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_the_hints_read_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    ch8.check_block_hashes(_chain_partial_too)
+    assert "（未填滿的最後一個區塊沒有雜湊：10 個 token 填滿 2 個大小為 4 的區塊）" in capsys.readouterr().out
+    ch8.check_cached_prefix_blocks(_no_check)
+    out = capsys.readouterr().out
+    assert "強雜湊，table 有 2 個項目" in out and "應為區塊 [6]，得到 [6, 2]（table 指向區塊 2，但它裝的是 token" in out
+    ch8.check_free_queue(_append_both, sol.touch)
+    assert "得到 [3, 4, 5, 6, 7, 2, 1, 0]（這是較舊的 vLLM 順序" in capsys.readouterr().out
+    assert ch8.try_case("lookup", 4)["case"].startswith("弱雜湊：")
 
 
 # --- the three as the engine's prefix cache (my_engine/prefix_cache.py) ---------------------------------
@@ -551,6 +601,19 @@ def test_a_broken_function_inside_the_engine_is_stopped_naming_the_call_and_the_
                  block_manager=_functions(**broken).memory, **ch8.ENGINE_RUN)
 
 
+@pytest.mark.usefixtures("zh_tw")
+def test_a_broken_function_inside_the_engine_is_stopped_in_zh_tw() -> None:
+    module = types.SimpleNamespace(**{name: getattr(sol, name) for name in FUNCTIONS})
+    module.cached_prefix_blocks = _lookup_names_a_free_block     # the part named by default: "your prefix cache"
+    with pytest.raises(PartError) as stopped:
+        simulate(copilot50(seed=0, length_scale=1 / 16), enable_prefix_caching=True,
+                 block_manager=ReaderFunctions.of(module).memory, **ch8.ENGINE_RUN)
+    message = str(stopped.value)
+    assert message.startswith("你的前綴快取：cached_prefix_blocks([") and " 個 token), 3, hash_fn, table, holds)" in message
+    assert message.endswith("：傳回了 [0]：區塊 0 是空閒的，沒有快取任何內容（已被逐出，或從來不是填滿的區塊）；"
+                            "只有 holds 中的區塊才能算命中"), message
+
+
 def _colliding(parent: bytes, tokens) -> bytes:
     """The engine's hash contract with 61 values: blocks of the consultants collide all the time."""
     return bytes([(sum(parent) + sum(tokens)) % 61])
@@ -592,3 +655,19 @@ def test_a_file_that_is_still_the_stub_or_lacks_a_function_is_not_passed(tmp_pat
     assert ch8.check_prefix_cache(path) is False
     assert "it defines no cached_prefix_blocks, free_blocks" in capsys.readouterr().out
     assert not path.with_name("prefix_cache.py.passed").exists()
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_the_file_grader_explains_in_zh_tw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "prefix_cache.py"
+    assert ch8.check_prefix_cache(path) is False
+    path.write_text("import no_such_module\n")
+    assert ch8.check_prefix_cache(path) is False
+    path.write_text("def block_hashes(token_ids, block_size, hash_fn):\n    return []\n")
+    assert ch8.check_prefix_cache(path) is False
+    out = capsys.readouterr().out
+    assert "prefix_cache.py 不存在：請先執行上方的 %%writefile 儲存格" in out
+    assert "匯入這個檔案時引發了 ModuleNotFoundError：" in out
+    assert "檔案中沒有定義 cached_prefix_blocks、free_blocks：這個檔案要放你的三個函式" in out
+    assert out.count("（你的前綴快取）：未通過") == 0 and out.count("(你的前綴快取)：未通過") == 3
+    assert untranslated(out) == []

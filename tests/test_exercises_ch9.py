@@ -10,6 +10,7 @@ import torch
 
 from pagedkv_edu.exercises import ch9
 from pagedkv_edu.exercises.solutions import ch9 as sol9
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 
 # --- last_block_waste -----------------------------------------------------------------------------
@@ -68,3 +69,23 @@ def test_last_block_waste_stub(capsys: pytest.CaptureFixture[str]) -> None:
     assert ch9.check_last_block_waste(lambda n, b: -1) is False
     assert capsys.readouterr().out == ("○ last_block_waste（最後一個區塊的浪費）: not solved yet (it returns -1 whatever it is given). "
                                        "Write your version above and run the cell again.\n")
+
+
+# --- in zh-TW -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [*WASTE_WRONG, "raises", "stub"])
+@pytest.mark.usefixtures("zh_tw")
+def test_last_block_waste_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = {**WASTE_WRONG, "raises": lambda n, b: [][n], "stub": lambda n, b: None}[name]
+    assert ch9.check_last_block_waste(wrong) is False
+    out = capsys.readouterr().out
+    assert out.startswith(("✗ last_block_waste（最後一個區塊的浪費）：未通過",
+                           "○ last_block_waste（最後一個區塊的浪費）：尚未解答")), out
+    assert untranslated(out) == []
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_last_block_waste_hints_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
+    ch9.check_last_block_waste(WASTE_WRONG["filled, not empty"])
+    assert "得到 9，應為 7（這是最後一個區塊裡已填入的槽位數" in capsys.readouterr().out
+    ch9.check_last_block_waste(WASTE_WRONG["power-of-two mask"])
+    assert "只有在 B 是二的冪時，-n & (B - 1) 才等於浪費" in capsys.readouterr().out

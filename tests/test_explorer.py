@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -15,6 +16,7 @@ from pagedkv_edu.viz.explorer_state import ExplorerState
 from pagedkv_edu.viz.render import (FREE_COLOUR, OTHER_COLOUR, Picture, manager_svg, pool_svg, render_svg,
                                     request_colour)
 from pagedkv_edu.viz.snapshot import snapshot
+from tests.zh_output import CJK, untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 BLOCK_TABLE_ARTICLE_FREE_ORDER = [7, 1, 3, 0, 2, 4, 5, 6]
@@ -461,3 +463,56 @@ def test_the_fork_button_can_be_left_out() -> None:
                 for w in box.children if isinstance(w, ipywidgets.Button)]
     assert "fork" in buttons(BlockExplorer(8, 4))
     assert "fork" not in buttons(BlockExplorer(8, 4, fork=False)) and "finish" in buttons(BlockExplorer(8, 4, fork=False))
+
+
+# --- in Traditional Chinese (zh-TW) ---------------------------------------------------------
+def svg_texts(svg: str) -> str:
+    """Every text a reader sees in the SVG, one a line: <text>s, <title>s and the aria-label."""
+    from html import unescape
+
+    found = re.findall(r"<text[^>]*>([^<]*)</text>|<title>([^<]*)</title>|aria-label=\"([^\"]*)\"", svg)
+    return "\n".join(unescape("".join(groups)) for groups in found)
+
+
+def test_the_explorers_messages_and_picture_speak_zh_tw(zh_tw) -> None:
+    state = ExplorerState(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER)
+    state.add_request(7)
+    assert state.decode_step() and state.decode_step()
+    assert str(state.message) == "第 2 個解碼步驟：1 個請求 +1 個 token；r0 取用區塊 3"
+    state.fork(0)
+    assert state.decode_step()
+    assert "r0 把共用的區塊 3 複製到區塊 0" in str(state.message)
+    assert not state.fork(7) and str(state.message) == "無法分岔 r7：它不是進行中的請求（進行中：r0、r0.1）"
+    assert state.add_request(40) is None
+    assert str(state.message) == "r1 需要 10 個區塊來放 40 個 token，但只有 4 個空閒；未加入"
+    assert state.step_n(20) < 20 and str(state.message).startswith("20 步中執行了")
+    svg = render_svg(state.snapshot())
+    assert untranslated(svg_texts(svg)) == [] and "空閒佇列" in svg and "邏輯" in svg
+    assert untranslated("\n".join(map(str, state.events))) == []
+    assert untranslated(repr(Picture(state.snapshot()))) == []
+    held = pool_svg(BlockPool.from_free_order(4, 4, [0]))           # blocks held elsewhere, no tables
+    assert untranslated(svg_texts(held)) == [] and "佔用" in svg_texts(held) and "沒有進行中的請求" in held
+
+
+def test_the_widget_speaks_zh_tw_and_english_again_after(zh_tw) -> None:
+    from pagedkv_edu.viz import language
+    from pagedkv_edu.viz.explorer import BlockExplorer
+
+    explorer = BlockExplorer(8, 4, free_order=BLOCK_TABLE_ARTICLE_FREE_ORDER, prompt_tokens=7)
+    controls = [w for box in explorer.children if hasattr(box, "children") for w in box.children]
+    labels = [w.description for w in controls if w.description != "N"] + \
+        [w.tooltip for w in controls if isinstance(w, ipywidgets.Button)]
+    assert len(labels) == 14 and all(CJK.search(label) for label in labels), labels
+    explorer.add_button.click()
+    explorer.fork_button.click()
+    explorer.step_button.click()
+    explorer.block_size_slider.value = 8                           # a slider: the pool is rebuilt
+    for text in (explorer.counters.value, svg_texts(explorer.drawing.value), explorer.event_log.value):
+        assert CJK.search(text) and untranslated(re.sub(r"<[^>]*>", "", text)) == [], text
+    assert "區塊池已重建為空" in text_of(explorer.drawing.value, "message")
+    language.set_language("en")
+    assert text_of(explorer.drawing.value, "message").startswith("區塊大小 4 → 8")   # drawn when it was shown
+    explorer.step_button.click()                                   # redrawn in English, the log too
+    assert text_of(explorer.drawing.value, "message") == "nothing to decode: add a request first"
+    assert explorer.event_log.value.endswith("✗ nothing to decode: add a request first</pre>")
+    assert BlockExplorer(8, 4).add_button.description == "add request"

@@ -21,6 +21,7 @@ from pagedkv_edu.exercises import my_engine
 from pagedkv_edu.exercises.ch8_cache import ReaderBlockPool, ReaderPrefixCache
 from pagedkv_edu.exercises.solutions import block_manager as solution
 from pagedkv_edu.exercises.solutions import ch8 as prefix_solution
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SOLUTION = Path(solution.__file__)
 
@@ -179,3 +180,31 @@ def test_a_passed_prefix_cache_file_without_a_function_falls_back_naming_it(tmp_
     my_engine.mark_passed(path)
     choice = my_engine.load_parts(tmp_path, quiet=True).card['prefix_cache']
     assert not choice.yours and choice.why.endswith("defines no cached_prefix_blocks, free_blocks")
+
+
+# --- in zh-TW -------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("zh_tw")
+def test_the_report_card_in_zh_tw(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    shutil.copy(SOLUTION, tmp_path / "block_manager.py")
+    my_engine.mark_passed(tmp_path / "block_manager.py")
+    (tmp_path / "prefix_cache.py").write_text("def block_hashes(token_ids, block_size, hash_fn):\n    return []\n")
+    my_engine.mark_passed(tmp_path / "prefix_cache.py")
+    (tmp_path / "scheduler.py").write_text("def schedule(state):\n    return None\n")
+    parts = my_engine.load_parts(tmp_path)
+    out = capsys.readouterr().out
+    assert out.startswith("部件") and untranslated(out) == [], out
+    assert "已通過第 2 章（還沒有分岔：第 7 章才會加上；n > 1 需要它）" in out and "隨附" in out
+    assert "scheduler.py 還沒有通過第 6 章的評分程式" in out and "沒有定義 cached_prefix_blocks、free_blocks" in out
+    assert f"你的區塊管理器（{my_engine.PARTS['block_manager'].path()}）" == str(parts.memory(8, 4).part)
+
+
+@pytest.mark.usefixtures("zh_tw")
+def test_a_part_file_that_cannot_run_says_why_in_zh_tw(tmp_path: Path) -> None:
+    missing, why = my_engine.function_in(tmp_path / "nope.py", "schedule", "(state)", (schedule,), "policy")
+    assert missing is None and "不存在：請執行上方的 %%writefile 儲存格" in str(why)
+    (tmp_path / "broken.py").write_text("1 / 0\n")
+    assert str(my_engine.function_in(tmp_path / "broken.py", "schedule", "(state)", (), "policy")[1]).endswith(
+        "broken.py 時引發了 ZeroDivisionError：division by zero，位置在 `1 / 0`")
+    (tmp_path / "shipped.py").write_text("from pagedkv_edu.core.scheduler import schedule\n")
+    assert "匯入了隨附的 schedule，而不是自己定義" in str(
+        my_engine.function_in(tmp_path / "shipped.py", "schedule", "(state)", (schedule,), "policy")[1])

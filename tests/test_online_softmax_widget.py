@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import math
 import random
+import re
 import time
 import xml.etree.ElementTree as ET
 
@@ -15,6 +17,7 @@ from pagedkv_edu.attention import paged_decode_attention_float64
 from pagedkv_edu.exercises.solutions.ch4 import online_softmax_update
 from pagedkv_edu.viz.online_softmax_view import (SCORE_PATTERNS, OnlineSoftmaxState, draw_inputs, softmax_grid_svg,
                                                  softmax_svg)
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -224,3 +227,37 @@ def test_the_widget_redraws_from_the_model_and_refuses_with_a_message() -> None:
     assert widget.message.value == "" and (widget.step.max, widget.step.value, widget.state.step) == (1, 1, 1)
     bundle = widget._repr_mimebundle_()
     assert bundle["image/svg+xml"] == widget.drawing.value and "tiles of 16" in bundle["text/plain"]
+
+
+# --- in zh-TW --------------------------------------------------------------------------------------
+def drawn_text(svg: str) -> str:
+    """Every line the picture writes for a reader: its texts, one a line, and its aria-label."""
+    texts = re.findall(r"<text\b[^>]*>([^<]*)</text>", svg) + re.findall(r'aria-label="([^"]*)"', svg)
+    return "\n".join(html.unescape(t) for t in texts)
+
+
+def test_the_widget_and_its_pictures_speak_zh_tw(zh_tw: None) -> None:
+    pytest.importorskip("ipywidgets")
+    from pagedkv_edu.viz.online_softmax_widget import OnlineSoftmaxWidget
+
+    widget = OnlineSoftmaxWidget(num_keys=17, tile_n=4, num_splits=4, pattern="falling")   # split 3 reads nothing
+    assert widget.step.description == "圖塊"         # chapter 4 tells the reader to drag the tile slider
+    assert (widget.tile_n.description, widget.num_splits.description, widget.num_keys.description,
+            widget.seed.description, widget.pattern.description) == ("圖塊大小", "分割", "key 數", "種子", "分數")
+    assert list(widget.pattern.options) == [("隨機", "random"), ("上升", "rising"), ("下降", "falling"),
+                                            ("接近 1,000", "near 1,000")]
+    text = drawn_text(widget.drawing.value)
+    assert untranslated(text) == [] and "（分數：下降，種子 0）" in text and "分割 3：沒有分到 key" in text
+    assert "α = exp(−∞ − m_new) = 0：還沒有累加任何東西，不必重新縮放" in text
+    widget.step.value = 4                           # the last tile
+    text = drawn_text(widget.drawing.value)
+    assert untranslated(text) == [] and "最後一個圖塊之後，acc / l 等於對全部 17 個 key 直接計算的 softmax" in text
+    widget.pattern.value = "near 1,000"
+    assert "inf（float64 超過 709.8 就溢位）" in drawn_text(widget.drawing.value)
+    widget.tile_n.value = 6                         # refused: not a power of two
+    assert "tile_n=6 不是二的次方" in html.unescape(widget.message.value) and widget.state.tile_n == 4
+    widget.num_splits.value = 6                     # refused: 5 tiles
+    assert "num_splits=6 多於 17 個 key 以圖塊大小 4 切出的 5 個圖塊" in widget.message.value
+    assert widget._repr_mimebundle_()["text/plain"].startswith("線上 softmax：17 個 key（分數：接近 1,000）")
+    still = drawn_text(softmax_grid_svg([(8, 1), (4, 2)]))
+    assert untranslated(still) == [] and "線上 softmax，2 種設定" in still and "圖塊大小 4（共 8 個），2 個分割" in still

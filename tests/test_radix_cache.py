@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_edu.sim.radix_cache import RadixCache
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 TOKENS = st.lists(st.integers(0, 2), max_size=10)   # a tiny vocabulary: prompts share and diverge often
 
@@ -168,3 +171,21 @@ def test_set_free_order_needs_a_prefix_cache_and_a_known_order() -> None:
         set_free_order(manager, "lifo")
     set_free_order(manager, "append")
     assert manager.pool.free_order == "append" and manager.pool.is_cached is not None
+
+
+def test_the_picture_speaks_zh_tw(zh_tw) -> None:
+    from html import unescape
+
+    from pagedkv_edu.viz.radix_view import RadixPicture, radix_view, render_radix_svg
+
+    cache = RadixCache(50)
+    cache.insert([1, 2, 3, 4])
+    cache.insert([1, 2, 9])
+    cache.lock(cache.match_prefix([1, 2, 9])[1])
+    view = radix_view(cache, "兩個提示詞")
+    svg = render_radix_svg([view])
+    texts = [unescape("".join(g)) for g in
+             re.findall(r"<text[^>]*>([^<]*)</text>|<title>([^<]*)</title>|aria-label=\"([^\"]*)\"", svg)]
+    assert untranslated("\n".join(texts)) == [] and "基數樹" in texts and "5/50 個 token，3 個節點" in texts
+    assert "2 個 token · 使用中" in texts and "1 2（2 個 token）" in texts
+    assert repr(RadixPicture([view])) == "兩個提示詞：3 個節點，5 個 token"

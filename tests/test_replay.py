@@ -8,6 +8,7 @@ The widget is driven headless through its Python side (the browser test drives t
 from __future__ import annotations
 
 import random
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -16,6 +17,7 @@ from pagedkv_edu.engine import LLMEngine, SamplingParams
 from pagedkv_edu.viz.trace import EngineTrace
 from pagedkv_edu.model.loading import load_model
 from pagedkv_edu.viz.replay import Filmstrip, ReplayState, filmstrip_svg, frame_svg, key_frames
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -229,3 +231,24 @@ def test_one_picture_the_explorer_and_the_replay_draw_the_same_blocks(run) -> No
 
     assert cells(render_svg(trace[index])) == cells(frame_svg(trace, index))
     assert any(c["data-state"] == "shared" for c in cells(frame_svg(trace, index)))
+
+
+def test_the_replay_speaks_zh_tw(run, zh_tw: None) -> None:
+    """The frame's words in Chinese (a request's text is the model's, so only the picture's own lines are read)."""
+    from pagedkv_edu.viz.replay_widget import ReplayWidget
+
+    trace, *_ = run
+    keys = key_frames(trace)
+    index = keys["first preemption"]
+    svg = frame_svg(trace, index, selected=trace[index].running[0])
+    own = [re.sub(r"<[^>]+>", "", t) for t in re.findall(r'<text(?! class="(?:prompt|reply)")[^>]*>(.*?)</text>', svg)]
+    assert untranslated("\n".join(own)) == [] and own[0].startswith(f"第 {index + 1}/{len(trace)} 步")
+    assert "被搶佔" in svg and "個區塊" in svg
+    strip = Filmstrip(trace)
+    assert "允入高峰" in strip.svg and repr(strip).startswith("關鍵影格：")
+    assert 'data-name="admission burst' in strip.svg           # the rule's own name stays the key
+    widget = ReplayWidget(trace)
+    assert (widget.play.description, widget.slider.description, widget.picker.description) == ("播放", "步驟", "請求")
+    widget.slider.value = index
+    assert f"第 {index + 1}/{len(trace)} 步" in widget.drawing.value
+    assert widget._repr_mimebundle_()["text/plain"] == f"重播 {len(trace)} 步，目前在第 {index + 1} 步"

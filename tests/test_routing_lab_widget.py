@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+import re
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,7 @@ from pagedkv_edu.sim.routing import POLICIES, HybridThresholds, route
 from pagedkv_edu.sim.routing_workloads import consultants, tenants
 from pagedkv_edu.viz.routing_lab import (BLOCK_OPTIONS, CONTROLS, RoutingLabState, data_state, routing_lab_grid,
                                          routing_lab_svg, still_grid)
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 SMALL = {"num_requests": 48, "warmup": 12, "rates": (600.0, 2500.0)}     # a quick run of the same experiment
@@ -187,3 +189,27 @@ def test_the_widget_reruns_on_each_control_and_refuses_without_a_traceback() -> 
     bundle = widget._repr_mimebundle_()
     assert bundle["image/svg+xml"] == widget.drawing.value
     assert data_state(widget.state.frame) in bundle["text/plain"]
+
+
+# --- zh-TW ----------------------------------------------------------------------------------------
+def svg_text(svg: str) -> str:
+    return "\n".join(re.sub(r"<[^>]+>", "", t) for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S))
+
+
+def test_the_lab_speaks_zh_tw(lab: RoutingLabState, zh_tw: None) -> None:
+    pytest.importorskip("ipywidgets")
+    from pagedkv_edu.viz.routing_lab_widget import RoutingLabWidget
+
+    svg = routing_lab_svg(lab.frame)
+    text = svg_text(svg)
+    assert untranslated(text) == [] and "前綴命中率" in text and text.startswith("租戶，每秒 600 個請求")
+    assert 'aria-label="路由策略比較"' in svg
+    grid = svg_text(routing_lab_grid([lab.frame, lab.preview(workload="consultants")]))
+    assert untranslated(grid) == [] and "顧問" in grid
+    widget = RoutingLabWidget(**SMALL)
+    assert (widget.workload.description, widget.rate.description, widget.blocks.description) == \
+        ("工作負載", "到達率", "區塊數／副本")
+    assert widget.workload._options_labels == ("顧問", "租戶", "對話") and widget.workload.value == "tenants"
+    widget.blocks.value = 80
+    widget.workload.value = "consultants"                    # refused: the reason in Chinese, the control put back
+    assert "已拒絕，沒有重跑：每個副本 80 個區塊" in widget.message.value and widget.workload.value == "tenants"

@@ -9,6 +9,7 @@ import pytest
 from pagedkv_edu.sim.routing import route
 from pagedkv_edu.sim.routing_workloads import consultants, tenants
 from pagedkv_edu.viz.routing_view import RoutingPicture, RoutingState, frame_of, routing_svg
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 REQUESTS = tenants(40, 60.0, 0, num_tenants=6)
 
@@ -72,3 +73,20 @@ def test_widget_headless() -> None:
     assert widget.state.arrived == 4
     bundle = widget._repr_mimebundle_()
     assert bundle["image/svg+xml"] == widget.drawing.value and "5 replicas" in bundle["text/plain"]
+
+
+def test_the_picture_and_the_widget_speak_zh_tw(zh_tw: None) -> None:
+    pytest.importorskip("ipywidgets")
+    from pagedkv_edu.viz.routing_widget import RoutingWidget
+
+    busy = RoutingState(tenants(120, 5000.0, 0, num_tenants=30), "round-robin", 2, num_blocks=256).frame()
+    for frame in (RoutingState(REQUESTS, "hybrid", 4, num_blocks=256).frame(), busy):
+        svg = routing_svg(frame)
+        text = "\n".join(re.sub(r"<[^>]+>", "", t) for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S))
+        assert untranslated(text) == [] and f"→ 副本 {frame.chosen}" in text and "已服務" in text
+    assert re.search(r"等待 \d+（\+\d+），解碼", routing_svg(busy))    # more waiting than squares
+    widget = RoutingWidget(consultants(20, 100.0), "round-robin", 3)
+    assert (widget.policy.description, widget.replicas.description, widget.arrived.description) == \
+        ("路由策略", "副本數", "已抵達")
+    widget.replicas.value = 2
+    assert widget.drawing.value.count("副本 1") and "2 個副本" in widget._repr_mimebundle_()["text/plain"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+import re
 
 import pytest
 
 from pagedkv_edu.sim.batching import serve
 from pagedkv_edu.viz.scheduler_lab import (BLOCK_SIZE, GAP_BINS, TRADE_OFFS, SchedulerLab, SchedulerSettings,
                                            chapter_cost, chapter_workload, run_lab, scheduler_grid_svg, scheduler_svg)
+from tests.zh_output import CJK, untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -185,3 +187,29 @@ def test_the_widget_redraws_for_each_case_and_refuses_without_a_traceback() -> N
     bundle = widget._repr_mimebundle_()
     assert bundle["image/svg+xml"] == widget.drawing.value
     assert "paged" in bundle["text/plain"] and f"of {widget.state.num_frames}" in bundle["text/plain"]
+
+
+# --- zh-TW ----------------------------------------------------------------------------------------
+def svg_text(svg: str) -> str:
+    """The text a reader sees in ``svg``, one ``<text>`` a line."""
+    return "\n".join(re.sub(r"<[^>]+>", "", t) for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S))
+
+
+def test_the_lab_speaks_zh_tw(zh_tw: None) -> None:
+    widgets = pytest.importorskip("ipywidgets")
+    from pagedkv_edu.viz.scheduler_widget import SchedulerWidget
+
+    widget = SchedulerWidget()
+    assert [c.description for c in (widget.memory, widget.token_budget, widget.watermark, widget.max_num_seqs,
+                                    widget.kv_budget, widget.step)] == ["記憶體", "token 預算", "水位線", "座位",
+                                                                        "KV token 數", "步驟"]
+    assert widget.memory._options_labels == ("分頁式", "連續式") and widget.token_budget._options_labels[-1] == "不設上限"
+    assert type(widget.memory.description) is str and type(widget.memory._options_labels[0]) is str   # serialisable
+    text = svg_text(widget.drawing.value)
+    assert untranslated(text) == [] and "首個 token 延遲時間" in text and "分頁式記憶體" in text
+    widget.memory.value = "contiguous"                       # a control change redraws in Chinese
+    widget.kv_budget.value = 48                              # ... and a refusal says why in Chinese
+    assert "已拒絕" in widget.message.value and "kv_budget_tokens=48" in widget.message.value
+    assert "連續式記憶體" in svg_text(widget.drawing.value) and "排程器實驗" in widget._repr_mimebundle_()["text/plain"]
+    grid = svg_text(scheduler_grid_svg([widget.state.run, run_lab(TRADE_OFFS[2])]))
+    assert untranslated(grid) == [] and CJK.search(grid)

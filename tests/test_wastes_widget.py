@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import itertools
+import re
 import xml.etree.ElementTree as ET
 
 import ipywidgets as widgets
@@ -14,7 +16,9 @@ from pagedkv_edu.sim.simulate import simulate
 from pagedkv_edu.viz.wastes_view import (KINDS, SYSTEM_LABELS, TL_H, TL_Y, WastesState, frame_of,
                                          timeline_columns, wastes_grid_svg, wastes_svg)
 from pagedkv_edu.viz.wastes_widget import WastesWidget
+from pagedkv_edu.viz.reservation_gain import ReservationGain
 from pagedkv_edu.workload import Request, copilot50
+from tests.zh_output import untranslated, zh_tw  # noqa: F401  (zh_tw is a fixture)
 
 SVG = "{http://www.w3.org/2000/svg}"
 PAPER = FIGURE_2_KV_UTILISATION   # what chapter 1 passes: the paper's Figure 2
@@ -241,3 +245,44 @@ def test_the_static_bundle_is_the_current_picture() -> None:
     assert "Orca (Pow2), buddy" in bundle["text/plain"] and "application/vnd.jupyter.widget-view+json" in bundle
     assert [label for label, _ in widget.policy.options] == [f"Orca ({SYSTEM_LABELS[p]})" for p in ("max", "pow2",
                                                                                                      "oracle")]
+
+
+# --- in zh-TW -----------------------------------------------------------------------------------
+def drawn_text(svg: str) -> str:
+    """Every line the picture writes for a reader: its texts, one a line, and its aria-label if any."""
+    texts = re.findall(r"<text\b[^>]*>([^<]*)</text>", svg) + re.findall(r'aria-label="([^"]*)"', svg)
+    return "\n".join(html.unescape(t) for t in texts)
+
+
+def shown(message_html: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", message_html))
+
+
+def test_the_widget_and_its_pictures_speak_zh_tw(zh_tw: None) -> None:
+    widget = WastesWidget(FEW, PAPER, budget=2048)
+    assert (widget.policy.description, widget.allocator.description, widget.budget.description) == \
+        ("預留策略", "配置器", "KV 預算")
+    assert list(widget.allocator.options) == [("首次適配", "first-fit"), ("夥伴配置", "buddy")]   # values stay code
+    text = drawn_text(widget.drawing.value)
+    assert untranslated(text) == [] and "Orca（Max），首次適配配置區" in text and "第 0 步" in text
+    assert "過度預留（稍後才用到）" in text and "利用率：論文的圖 2" in text   # a legend made at import time
+    widget.max_seq_len.value = 3072                 # refused: one reservation is more than the budget
+    refusal = shown(widget.message.value)
+    assert refusal.startswith("KV 預算 2,048 被拒絕：Max 為一個請求最多預留 3,072 個槽位")
+    assert refusal.endswith("；請調高預算，或調低 max_seq_len。圖仍保留上一次被接受的設定。")
+    widget.max_seq_len.value = 2048
+    widget.allocator.value = "buddy"
+    assert widget.message.value == "" and "夥伴配置區" in drawn_text(widget.drawing.value)
+    assert widget.state.allocator == "buddy"
+    plain = widget._repr_mimebundle_()["text/plain"]
+    assert plain.startswith("三種浪費小工具：Orca（Max），夥伴配置，") and untranslated(plain) == []
+    grid = drawn_text(wastes_grid_svg([WastesState(FEW, PAPER, p, a, 8192).frame()
+                                       for p, a in (("max", "first-fit"), ("oracle", "buddy"))]))
+    assert untranslated(grid) == [] and "Oracle，夥伴配置：" in grid and "虛線刻度：論文的數字" in grid
+
+
+def test_the_reservation_gain_report_speaks_zh_tw(zh_tw: None) -> None:
+    """Chapter 2's report of the same contiguous reservations, one line each."""
+    report = ReservationGain(20480, 23.4, {2048: 10.0, 8192: 2.5}).report()
+    assert report.splitlines() == ["max_seq_len 2,048：放得下 10 個預留，連續式容納 10.0 個，分頁式 23.4 個：2.3 倍",
+                                   "max_seq_len 8,192：放得下  2 個預留，連續式容納  2.5 個，分頁式 23.4 個：9.4 倍"]

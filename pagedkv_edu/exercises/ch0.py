@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
+from functools import reduce
 from typing import Any
 
 from ..specs import MODELS, ModelSpec
 from .grading import ArgsCase, Reader, as_int, grade, seeded, short
+from .messages import Message, tr
 from .solutions import ch0 as reference
 
 
@@ -40,45 +42,51 @@ def _config(layers: int, heads: int, kv_heads: int, head_dim: int) -> dict[str, 
 
 KV_BYTES_CASES: tuple[ArgsCase, ...] = tuple(
     ArgsCase(s.name, (config_of(s), s.bytes_per_element)) for s in MODELS.values()
-) + (ArgsCase("fp32, one layer, one head", (_config(1, 1, 1, 128), 4)),
+) + (ArgsCase(tr("fp32, one layer, one head"), (_config(1, 1, 1, 128), 4)),
      ArgsCase("fp8 GQA", (_config(32, 32, 8, 128), 1)))
 
 
 def _draw_kv_bytes(rng: random.Random, i: int) -> ArgsCase:
     kv_heads = rng.choice((1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 40))
     group = rng.choice((1, 2, 4, 4, 8, 8))   # query heads per KV head; 1 is plain multi-head attention
-    return ArgsCase(f"hidden case {i + 1}", (_config(rng.randint(1, 96), kv_heads * group, kv_heads,
-                                                      rng.choice((32, 48, 64, 80, 96, 112, 128, 160, 192, 256))),
-                                              rng.choice((1, 2, 4))))
+    return ArgsCase(tr("hidden case {n}", n=i + 1), (_config(rng.randint(1, 96), kv_heads * group, kv_heads,
+                                                              rng.choice((32, 48, 64, 80, 96, 112, 128, 160, 192,
+                                                                          256))),
+                                                      rng.choice((1, 2, 4))))
 
 
 HIDDEN_KV_BYTES = seeded(200, 0, _draw_kv_bytes)
 
-_KV_BYTES_SLIPS = ((0.5, "half: did you forget that both K and V are stored?"), (8, "eight times: bits, not bytes?"),
-                   (2, "twice: K and V counted twice?"))
+_KV_BYTES_SLIPS: tuple[tuple[float, Message], ...] = (
+    (0.5, tr("half: did you forget that both K and V are stored?")),
+    (8, tr("eight times: bits, not bytes?")),
+    (2, tr("twice: K and V counted twice?")),
+)
 
 
-def _gqa_hint(config: Mapping[str, Any]) -> str:
+def _gqa_hint(config: Mapping[str, Any]) -> Message:
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    return (f"that counts num_attention_heads ({heads}), the query heads: under grouped-query attention "
-            f"{heads // kv_heads} query heads share one K/V head, and the cache keeps K and V only for the "
-            f"num_key_value_heads ({kv_heads})")
+    return tr("that counts num_attention_heads ({heads}), the query heads: under grouped-query attention "
+              "{group} query heads share one K/V head, and the cache keeps K and V only for the "
+              "num_key_value_heads ({kv_heads})", heads=heads, group=heads // kv_heads, kv_heads=kv_heads)
 
 
-def _hint(value: int, expected: int, config: Mapping[str, Any], bytes_per_element: int) -> str:
+def _hint(value: int, expected: int, config: Mapping[str, Any], bytes_per_element: int) -> Message | None:
     group = config["num_attention_heads"] // config["num_key_value_heads"]
     if group > 1:   # the GQA mistake, alone or with one of the other slips
         if value == expected * group:
-            return f"{group} times too many: {_gqa_hint(config)}"
+            return tr("{group} times too many: {why}", group=group, why=_gqa_hint(config))
         also = next((why for ratio, why in _KV_BYTES_SLIPS if value == expected * group * ratio), None)
         if also is None and value * bytes_per_element == expected * group:
-            also = "elements, not bytes: multiply by bytes_per_element"
+            also = tr("elements, not bytes: multiply by bytes_per_element")
         if also is not None:
-            return f"{_gqa_hint(config)}; and besides, {also}"
+            return tr("{gqa}; and besides, {also}", gqa=_gqa_hint(config), also=also)
     whys = [why for ratio, why in _KV_BYTES_SLIPS if value == expected * ratio]
     if value * bytes_per_element == expected:   # at 2 bytes per element, the same number as "half"
-        whys.append("that is elements, not bytes: multiply by bytes_per_element")
-    return "; or ".join(whys)
+        whys.append(tr("that is elements, not bytes: multiply by bytes_per_element"))
+    if not whys:
+        return None
+    return reduce(lambda first, second: tr("{first}; or {second}", first=first, second=second), whys)
 
 
 def _describe(config: Mapping[str, Any], bytes_per_element: int) -> str:
@@ -92,12 +100,15 @@ def _run_kv_bytes(fn: Reader, case: ArgsCase) -> list[str]:
     got = fn(dict(config), bytes_per_element)   # a copy: a reader's function may change the dict it is given
     value = as_int(got)
     if value is None:
-        return [f"got {short(got)}, expected a whole number of bytes ({expected:,})"]
+        return [tr("got {got}, expected a whole number of bytes ({expected:,})", got=short(got), expected=expected)]
     if value == expected:
         return []
     hint = _hint(value, expected, config, bytes_per_element)
-    return [f"{_describe(config, bytes_per_element)}: got {value:,}, expected {expected:,}"
-            + (f" ({hint})" if hint else "")]
+    if hint is None:
+        return [tr("{inputs}: got {got:,}, expected {expected:,}", inputs=_describe(config, bytes_per_element),
+                   got=value, expected=expected)]
+    return [tr("{inputs}: got {got:,}, expected {expected:,} ({hint})", inputs=_describe(config, bytes_per_element),
+               got=value, expected=expected, hint=hint)]
 
 
 def check_kv_bytes_per_token(fn: Callable[[dict[str, Any], int], int]) -> bool:

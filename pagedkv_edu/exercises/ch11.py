@@ -14,24 +14,25 @@ from typing import Any
 from ..sim.routing import HybridThresholds, route
 from ..sim.routing_workloads import WORKLOADS
 from .grading import ArgsCase, Reader, as_int, grade, seeded, short
+from .messages import Message, tr
 from .solutions import ch11 as reference
 
-CONCEPT = "混合路由（hybrid routing）"
+CONCEPT = tr("混合路由（hybrid routing）")
 
 SGLANG_LIKE = (0.3, 8, 1.5)   # cache_threshold, abs_threshold, rel_threshold (SGLang: 0.3, 64, 1.5)
 
 HYBRID_CASES: tuple[tuple[str, list[int], list[int], int, float, int, float], ...] = (
-    ("balanced, a long match wins", [3, 4, 3, 5], [0, 512, 16, 0], 640, *SGLANG_LIKE),
-    ("balanced, a weak match: the least loaded", [3, 2, 4, 5], [96, 0, 0, 0], 640, *SGLANG_LIKE),
-    ("imbalanced by both thresholds: the least loaded, despite the match", [20, 3, 5, 6], [600, 0, 0, 0], 640,
+    (tr("balanced, a long match wins"), [3, 4, 3, 5], [0, 512, 16, 0], 640, *SGLANG_LIKE),
+    (tr("balanced, a weak match: the least loaded"), [3, 2, 4, 5], [96, 0, 0, 0], 640, *SGLANG_LIKE),
+    (tr("imbalanced by both thresholds: the least loaded, despite the match"), [20, 3, 5, 6], [600, 0, 0, 0], 640,
      *SGLANG_LIKE),
-    ("over the absolute threshold only: still balanced", [30, 21, 25, 24], [0, 0, 600, 0], 640, *SGLANG_LIKE),
-    ("over the relative threshold only: still balanced", [6, 1, 2, 3], [0, 0, 0, 500], 640, *SGLANG_LIKE),
-    ("max - min exactly the absolute threshold: balanced", [12, 4, 5, 6], [0, 0, 400, 0], 640, *SGLANG_LIKE),
-    ("max exactly rel_threshold x min: balanced", [30, 20, 25, 22], [0, 0, 0, 500], 640, *SGLANG_LIKE),
-    ("match ratio exactly the cache threshold (0.5): too weak", [2, 1, 3, 2], [0, 0, 320, 0], 640, 0.5, 8, 1.5),
-    ("idle and nothing cached: any replica", [0, 0, 0], [0, 0, 0], 100, *SGLANG_LIKE),
-    ("one replica", [7], [0], 50, *SGLANG_LIKE),
+    (tr("over the absolute threshold only: still balanced"), [30, 21, 25, 24], [0, 0, 600, 0], 640, *SGLANG_LIKE),
+    (tr("over the relative threshold only: still balanced"), [6, 1, 2, 3], [0, 0, 0, 500], 640, *SGLANG_LIKE),
+    (tr("max - min exactly the absolute threshold: balanced"), [12, 4, 5, 6], [0, 0, 400, 0], 640, *SGLANG_LIKE),
+    (tr("max exactly rel_threshold x min: balanced"), [30, 20, 25, 22], [0, 0, 0, 500], 640, *SGLANG_LIKE),
+    (tr("match ratio exactly the cache threshold (0.5): too weak"), [2, 1, 3, 2], [0, 0, 320, 0], 640, 0.5, 8, 1.5),
+    (tr("idle and nothing cached: any replica"), [0, 0, 0], [0, 0, 0], 100, *SGLANG_LIKE),
+    (tr("one replica"), [7], [0], 50, *SGLANG_LIKE),
 )
 
 
@@ -55,7 +56,8 @@ def trace_cases() -> tuple[ArgsCase, ...]:
         for replicas, thresholds in ((3, HybridThresholds()), (5, HybridThresholds(0.25, 2, 1.25))):
             run = route(workload(60, 150.0, 3), "hybrid", replicas, thresholds=thresholds)
             t = (thresholds.cache_threshold, thresholds.abs_threshold, thresholds.rel_threshold)
-            cases += [ArgsCase(f"{name}, {replicas} replicas, request {d['request_id']}",
+            cases += [ArgsCase(tr("{workload}, {replicas} replicas, request {request}", workload=name,
+                                  replicas=replicas, request=d["request_id"]),
                                (d["loads"], d["matches"], d["prompt_len"], *t)) for d in run.decisions]
     return tuple(cases)
 
@@ -73,13 +75,13 @@ def _draw_edge_case(rng: random.Random, i: int) -> ArgsCase:
     edge = int(cache * prompt_len)
     matches = [rng.choice((0, 0, edge - 8, edge, edge + 8, rng.randint(0, prompt_len))) for _ in range(n)]
     matches = [max(0, min(prompt_len - 1, m)) for m in matches]
-    return ArgsCase(f"hidden case {i + 1}", (loads, matches, prompt_len, cache, absolute, rel))
+    return ArgsCase(tr("hidden case {n}", n=i + 1), (loads, matches, prompt_len, cache, absolute, rel))
 
 
 HIDDEN_EDGE_CASES = seeded(300, 11, _draw_edge_case)
 
 
-def _hint(got: int, args: tuple[Any, ...]) -> str:
+def _hint(got: int, args: tuple[Any, ...]) -> Message | None:
     loads, matches, prompt_len, cache, absolute, rel = args
     low, high, best = min(loads), max(loads), max(matches)
     least = {i for i, load in enumerate(loads) if load == low}
@@ -87,21 +89,27 @@ def _hint(got: int, args: tuple[Any, ...]) -> str:
     over_abs, over_rel = high - low > absolute, high > rel * low
     ratio = best / prompt_len
     if over_abs and over_rel:
-        return (f" (max - min = {high - low} > {absolute} and {high} > {rel} x {low}: imbalanced, so the least loaded,"
-                f" whatever the cache holds)")
+        return tr("max - min = {difference} > {absolute} and {high} > {rel} x {low}: imbalanced, so the least loaded, "
+                  "whatever the cache holds", difference=high - low, absolute=absolute, high=high, rel=rel, low=low)
     if got in least:
         if over_abs and high == rel * low:
-            return f" (max = {high} is exactly {rel} x {low}: not above it; SGLang's test is >, not >=)"
+            return tr("max = {high} is exactly {rel} x {low}: not above it; SGLang's test is >, not >=", high=high,
+                      rel=rel, low=low)
         if over_rel and high - low == absolute:
-            return f" (max - min = {high - low} is exactly abs_threshold: not above it; SGLang's test is >, not >=)"
+            return tr("max - min = {difference} is exactly abs_threshold: not above it; SGLang's test is >, not >=",
+                      difference=high - low)
         if over_abs != over_rel:
             which = "max > rel_threshold x min" if over_abs else "max - min > abs_threshold"
-            return f" (the loads are imbalanced only when both thresholds are exceeded; here {which} does not hold)"
+            return tr("the loads are imbalanced only when both thresholds are exceeded; here {which} does not hold",
+                      which=which)
     if got in longest and ratio <= cache:
-        same = "exactly" if ratio == cache else "not above"
-        return (f" (the longest match is {best} of {prompt_len} tokens, a ratio {same} the cache threshold {cache}: "
-                f"too weak, so the least loaded{'; SGLang tests >, not >=' if ratio == cache else ''})")
-    return ""
+        if ratio == cache:
+            return tr("the longest match is {best} of {prompt_len} tokens, a ratio exactly the cache threshold "
+                      "{cache}: too weak, so the least loaded; SGLang tests >, not >=", best=best,
+                      prompt_len=prompt_len, cache=cache)
+        return tr("the longest match is {best} of {prompt_len} tokens, a ratio not above the cache threshold {cache}: "
+                  "too weak, so the least loaded", best=best, prompt_len=prompt_len, cache=cache)
+    return None
 
 
 def _run_hybrid(fn: Reader, case: ArgsCase) -> list[str]:
@@ -109,16 +117,23 @@ def _run_hybrid(fn: Reader, case: ArgsCase) -> list[str]:
     right = acceptable(*case.args)
     got = fn(list(loads), list(matches), prompt_len, cache, absolute, rel)
     value = as_int(got)
-    shown = (f"loads {loads}, matches {matches} of a {prompt_len}-token prompt, cache_threshold={cache}, "
-             f"abs_threshold={absolute}, rel_threshold={rel}")
+    shown = tr("loads {loads}, matches {matches} of a {prompt_len}-token prompt, cache_threshold={cache}, "
+               "abs_threshold={absolute}, rel_threshold={rel}", loads=loads, matches=matches, prompt_len=prompt_len,
+               cache=cache, absolute=absolute, rel=rel)
     if value is None:
-        return [f"{CONCEPT}: got {short(got)}: a replica is a whole-number index", shown]
+        return [tr("{concept}: got {got}: a replica is a whole-number index", concept=CONCEPT, got=short(got)), shown]
     if value in right:
         return []
     if not 0 <= value < len(loads):
-        return [f"{CONCEPT}: got replica {value}, but the replicas are 0..{len(loads) - 1}", shown]
-    expected = min(right) if len(right) == 1 else f"any of {sorted(right)}"
-    return [f"{CONCEPT}: got replica {value}, expected {expected}{_hint(value, case.args)}", shown]
+        return [tr("{concept}: got replica {got}, but the replicas are 0..{last}", concept=CONCEPT, got=value,
+                   last=len(loads) - 1), shown]
+    expected = min(right) if len(right) == 1 else tr("any of {replicas}", replicas=sorted(right))
+    hint = _hint(value, case.args)
+    if hint is None:
+        return [tr("{concept}: got replica {got}, expected {expected}", concept=CONCEPT, got=value, expected=expected),
+                shown]
+    return [tr("{concept}: got replica {got}, expected {expected} ({hint})", concept=CONCEPT, got=value,
+               expected=expected, hint=hint), shown]
 
 
 def check_hybrid_choice(fn: Callable[..., int]) -> bool:
@@ -132,7 +147,8 @@ def try_hybrid_choice(fn: Callable[..., int], case: str = HYBRID_CASES[0][0]) ->
     """Run ``fn`` on one of the chapter's named cases; returns its inputs and what ``fn`` returned."""
     named = {name: args for name, *args in HYBRID_CASES}
     if case not in named:
-        raise ValueError(f"unknown case {case!r}; the cases are: {'; '.join(named)}")
+        raise ValueError(tr("unknown case {case!r}; the cases are: {cases}", case=str.__str__(case),
+                            cases="; ".join(named)))   # the names to pass, as the code cells spell them
     loads, matches, prompt_len, cache, absolute, rel = named[case]
     inputs = {"loads": list(loads), "matches": list(matches), "prompt_len": prompt_len,
               "cache_threshold": cache, "abs_threshold": absolute, "rel_threshold": rel}

@@ -42,8 +42,10 @@ from ..engine.step import FAILED
 from ..engine.step import step as shipped_step
 from ..viz.snapshot import Snapshot
 from ..viz.trace import EngineTrace
+from . import messages
 from .ch2 import HIDDEN_BLOCK_SIZES
 from .grading import NotSolved, Raised, Reader, describe_exception, rows_to_first_difference, short
+from .messages import Message, tr
 from .my_engine import MY_ENGINE, Parts, ReportCard, function_in, grade_part
 
 STEP_FILE = MY_ENGINE / "step.py"
@@ -79,7 +81,7 @@ class StepCase:
     instead of the stand-in.
     """
 
-    name: str
+    name: Message
     requests: tuple[Req, ...]
     block_size: int
     num_blocks: int
@@ -131,28 +133,29 @@ def _tiny_ids(length: int, salt: int, shared: int = 0) -> tuple[int, ...]:
 
 
 STEP_CASES: tuple[StepCase, ...] = (
-    StepCase("three prompts of 7, 8 and 9 tokens in 8 blocks of 4: the newest is preempted, then recomputed", (
+    StepCase(tr("three prompts of 7, 8 and 9 tokens in 8 blocks of 4: the newest is preempted, then recomputed"), (
         Req(_ids(7, 1), 6), Req(_ids(8, 2), 6), Req(_ids(9, 3), 6)), 4, 8),
-    StepCase("a token budget of 10: a 25-token prompt is prefilled in chunks beside two decodes", (
+    StepCase(tr("a token budget of 10: a 25-token prompt is prefilled in chunks beside two decodes"), (
         Req(_ids(6, 4), 8), Req(_ids(5, 5), 8), Req(_ids(25, 6), 3, arrival=1)), 4, 32, token_budget=10),
-    StepCase("a request with n = 3 samples forks after its prompt; one with n = 2 beside it", (
+    StepCase(tr("a request with n = 3 samples forks after its prompt; one with n = 2 beside it"), (
         Req(_ids(6, 7), 5, n=3), Req(_ids(9, 8), 4, n=2, arrival=1), Req(_ids(5, 9), 3)), 4, 32),
-    StepCase("requests that ask for no tokens (max_tokens=0), one before the first step and one later", (
+    StepCase(tr("requests that ask for no tokens (max_tokens=0), one before the first step and one later"), (
         Req(_ids(5, 10), 3), Req(_ids(7, 11), 0), Req(_ids(6, 12), 0, arrival=2), Req(_ids(4, 13), 2, arrival=2)),
         4, 16),
-    StepCase("stop tokens: r0 stops at its 2nd token (its own stop token), r1 at the engine's; r2 runs to max_tokens", (
+    StepCase(tr("stop tokens: r0 stops at its 2nd token (its own stop token), r1 at the engine's; "
+                "r2 runs to max_tokens"), (
         Req(_ids(5, 14), 8, stop_token_ids=_stop_after(0, 5, 2)), Req(_ids(6, 15), 8), Req(_ids(7, 16), 4)), 4, 32,
         stop_token_ids=(token_at(1, 0, 6 + 3 - 1),)),
-    StepCase("a request that can never be held: 2 of 8 blocks are held outside the engine, and it needs 7", (
+    StepCase(tr("a request that can never be held: 2 of 8 blocks are held outside the engine, and it needs 7"), (
         Req(_ids(20, 17), 8), Req(_ids(3, 18), 2, arrival=1)), 4, 8, held_outside=2),
-    StepCase("prefix caching: four prompts share 10 tokens, the last arrives after the first finished", (
+    StepCase(tr("prefix caching: four prompts share 10 tokens, the last arrives after the first finished"), (
         Req(_ids(14, 19, 10), 3), Req(_ids(13, 20, 10), 5), Req(_ids(16, 21, 10), 4, n=2),
         Req(_ids(12, 22, 10), 2, arrival=6)), 4, 14, prefix_caching=True),
-    StepCase("the tiny random Llama: greedy and sampled requests, n = 2, a preemption, log-probs kept", (
+    StepCase(tr("the tiny random Llama: greedy and sampled requests, n = 2, a preemption, log-probs kept"), (
         Req(_tiny_ids(9, 23), 6), Req(_tiny_ids(7, 24), 5, n=2, temperature=0.9, seed=5),
         Req(_tiny_ids(5, 25), 0), Req(_tiny_ids(8, 26), 4, temperature=0.7, seed=11, arrival=1)), 4, 10,
         model=True, keep_logprobs=True),
-    StepCase("the tiny random Llama with prefix caching and a token budget of 8: chunks, hits, n = 3", (
+    StepCase(tr("the tiny random Llama with prefix caching and a token budget of 8: chunks, hits, n = 3"), (
         Req(_tiny_ids(13, 27, 8), 4), Req(_tiny_ids(11, 28, 8), 5, n=3, temperature=1.0, seed=3),
         Req(_tiny_ids(10, 29, 8), 3, arrival=2)), 4, 24, token_budget=8, prefix_caching=True, model=True),
 )
@@ -176,7 +179,7 @@ def _hidden_step_cases(count: int = 40, seed: int = 12) -> list[StepCase]:
                          if stop_at else ()) for j, (arrival, prompt, max_tokens, n, stop_at) in enumerate(drawn))
         need = max(r.n * blocks_needed(len(r.prompt) + max(r.max_tokens - 1, 0), b) for r in reqs)
         held = rng.randint(1, max(1, need // 3)) if rng.random() < 0.2 else 0   # then one may never be held
-        cases.append(StepCase(f"hidden case {i + 1}", reqs, b, need + rng.randint(0, need // 4),
+        cases.append(StepCase(tr("hidden case {n}", n=i + 1), reqs, b, need + rng.randint(0, need // 4),
                               max_seq_len=8 * b + shared + 8,
                               token_budget=rng.choice([None, rng.randint(1, 3 * b), rng.randint(b, 8 * b)]),
                               max_num_seqs=max(r.n for r in reqs) + rng.choice([0, 1, 2, 64]),
@@ -189,6 +192,11 @@ MAX_STEPS = 400
 
 
 # --- one step, seen from outside -------------------------------------------------------------------
+STATUSES: dict[str, Message] = {"waiting": tr("waiting"), "running": tr("running"), "preempted": tr("preempted"),
+                                 "swapped": tr("swapped"), "finished": tr("finished")}
+"""A record's status (``Status.value``) as a diff line names it."""
+
+
 @dataclass(frozen=True)
 class RecordView:
     """One sequence's record after a step: what the step must keep up to date."""
@@ -199,9 +207,17 @@ class RecordView:
     finish_reason: str | None
     logprobs: bool               # it holds the log-probs it last sampled from (keep_logprobs)
 
+    def shown(self) -> Message:
+        """The record as a diff line shows it, in the reader's language."""
+        state = (STATUSES.get(self.status, self.status) if self.finish_reason is None
+                 else tr("finished ({reason})", reason=self.finish_reason))
+        tokens = short(list(self.tokens), 70)
+        if self.logprobs:
+            return tr("{state}, tokens {tokens}, log-probs kept", state=state, tokens=tokens)
+        return tr("{state}, tokens {tokens}", state=state, tokens=tokens)
+
     def __str__(self) -> str:
-        state = f"finished ({self.finish_reason})" if self.finish_reason is not None else self.status
-        return f"{state}, tokens {short(list(self.tokens), 70)}" + (", log-probs kept" if self.logprobs else "")
+        return str(self.shown())
 
 
 @dataclass(frozen=True)
@@ -209,8 +225,8 @@ class StepView:
     """One step of a trace, before and after: what the grader compares and ``try_step`` returns."""
 
     step: int
-    before: str                                             # the queues and free blocks the step saw
-    returned: tuple[tuple[int, tuple[tuple[int, tuple[int, ...], str], ...]], ...] | str   # in the order returned
+    before: Message                                         # the queues and free blocks the step saw
+    returned: tuple[tuple[int, tuple[tuple[int, tuple[int, ...], str], ...]], ...] | Message   # in the order returned
     records: dict[str, RecordView]                          # every sequence seen so far, by label
     decisions: int                                          # times the scheduler decided in this step
     scheduled: tuple[tuple[str, int, bool], ...]            # (sequence, tokens, samples), in the batch's order
@@ -231,25 +247,40 @@ def label(seq_id: Hashable) -> str:
     return f"r{seq_id}" if isinstance(seq_id, int) else str(seq_id)
 
 
-def _returned(outputs: Any) -> tuple | str:
+def _returned(outputs: Any) -> tuple | Message:
     """The outputs a step returned, in its order (the order its requests ended: a caller streams them so);
     or, when they are not a list of outputs, what they are."""
     if not isinstance(outputs, (list, tuple)):
-        return f"{type(outputs).__name__} {short(outputs)} (a step returns a list of RequestOutput)"
+        return tr("{kind} {value} (a step returns a list of RequestOutput)", kind=type(outputs).__name__,
+                  value=short(outputs))
     bad = [o for o in outputs if not isinstance(o, RequestOutput)]
     if bad:
-        return f"a list holding {short(bad[0])} (a step returns the RequestOutputs engine.finish_sequence gives)"
+        return tr("a list holding {value} (a step returns the RequestOutputs engine.finish_sequence gives)",
+                  value=short(bad[0]))
     return tuple((o.request_id, tuple((c.index, tuple(c.token_ids), c.finish_reason) for c in o.completions))
                  for o in outputs)
 
 
-def _show_returned(value: tuple | str) -> str:
+def _joined(items: Sequence[Any], *, semicolons: bool = False) -> Any:
+    """``items`` as one list, joined by ", " (or "; ") in English, "" when there are none: each item is joined to
+    the ones before it by a message, so that the list renders in the reader's language when printed, not when made
+    (the answer key is cached, and its lines may be printed in either language)."""
+    if not items:
+        return ""
+    out = items[0]
+    for item in items[1:]:
+        out = (tr("{items}; {item}", items=out, item=item) if semicolons
+               else tr("{items}, {item}", items=out, item=item))
+    return out
+
+
+def _show_returned(value: tuple | Message) -> Any:
+    """What a step returned, non-empty: its outputs in order, or (a message) what it returned instead."""
     if isinstance(value, str):
         return value
-    if not value:
-        return "nothing"
-    return "; ".join(f"r{rid}: " + ", ".join(f"sample {i} {short(list(t), 50)} ({why})" for i, t, why in samples)
-                     for rid, samples in value)
+    return _joined([tr("r{request}: {samples}", request=rid, samples=_joined(
+        [tr("sample {i} {tokens} ({reason})", i=i, tokens=short(list(t), 50), reason=why) for i, t, why in samples]))
+        for rid, samples in value], semicolons=True)
 
 
 class _Run:
@@ -313,17 +344,30 @@ class _Run:
         for seq in seqs:
             self.seen.setdefault(label(seq.seq_id), seq)
 
-    def describe(self) -> str:
+    def describe(self) -> Message:
+        """The queues and the free blocks, as a message: the answer key keeps it, and prints it in either language."""
         scheduler = self.engine.scheduler
-        run = ", ".join(f"{label(s.seq_id)} {s.num_computed_tokens}/{s.num_tokens}" for s in scheduler.running)
-        wait = ", ".join(f"{label(s.seq_id)} ({s.num_tokens} tokens{', n=' + str(s.num_seqs) if s.num_seqs > 1 else ''}"
-                         f"{', preempted' if s.status is Status.PREEMPTED else ''})" for s in scheduler.waiting)
-        return (f"running (computed/tokens) [{run or 'none'}]; waiting [{wait or 'none'}]; "
-                f"{self.engine.memory.pool.num_free} free blocks of {self.case.block_size}")
+        run = [f"{label(s.seq_id)} {s.num_computed_tokens}/{s.num_tokens}" for s in scheduler.running]
+        wait = [_waiting(s) for s in scheduler.waiting]
+        return tr("running (computed/tokens) [{running}]; waiting [{waiting}]; {free} free blocks of {size}",
+                  running=_joined(run) if run else tr("none"), waiting=_joined(wait) if wait else tr("none"),
+                  free=self.engine.memory.pool.num_free, size=self.case.block_size)
 
     @property
     def done(self) -> bool:
         return not self.engine.has_unfinished
+
+
+def _waiting(seq: Request) -> Message:
+    """A waiting sequence as the queues before a step show it: ``r3 (7 tokens, n=2, preempted)``."""
+    name, tokens, preempted = label(seq.seq_id), seq.num_tokens, seq.status is Status.PREEMPTED
+    if seq.num_seqs > 1:
+        if preempted:
+            return tr("{seq} ({tokens} tokens, n={n}, preempted)", seq=name, tokens=tokens, n=seq.num_seqs)
+        return tr("{seq} ({tokens} tokens, n={n})", seq=name, tokens=tokens, n=seq.num_seqs)
+    if preempted:
+        return tr("{seq} ({tokens} tokens, preempted)", seq=name, tokens=tokens)
+    return tr("{seq} ({tokens} tokens)", seq=name, tokens=tokens)
 
 
 @functools.cache
@@ -336,58 +380,101 @@ def _tiny() -> Any:
 
 @functools.cache
 def _reference_run(case: StepCase) -> tuple[StepView, ...]:
-    """The shipped step on the trace: the answer key (computed once per case)."""
-    run = _Run(case, shipped_step)
-    views: list[StepView] = []
-    for index in range(MAX_STEPS):
-        if run.done and index > run.last_arrival:
-            return tuple(views)
-        views.append(run.step(index))
+    """The shipped step on the trace: the answer key (computed once per case).
+
+    It is made in English whatever the reader's language: a message's English text is fixed when it is made,
+    with its inner messages rendered in the language of that moment, and the key is printed in either language
+    for as long as the process lives (a message renders its other languages afresh from its fields).
+    """
+    spoken = messages.language()
+    messages.set_language("en")
+    try:
+        run = _Run(case, shipped_step)
+        views: list[StepView] = []
+        for index in range(MAX_STEPS):
+            if run.done and index > run.last_arrival:
+                return tuple(views)
+            views.append(run.step(index))
+    finally:
+        messages.set_language(spoken)
     raise AssertionError(f"{case.name}: the shipped step did not finish in {MAX_STEPS} steps")
 
 
 # --- what differs, and why -------------------------------------------------------------------------
-def _differences(got: StepView, want: StepView) -> list[str]:
+def _differences(got: StepView, want: StepView) -> list[Message]:
     lines = []
     if got.returned != want.returned:
         if not isinstance(got.returned, str) and sorted(got.returned) == sorted(want.returned):
-            lines.append(f"returned the same outputs in another order: yours {_show_order(got.returned)}, the shipped "
-                         f"step's {_show_order(want.returned)} (a step returns its outputs in the order their requests "
-                         f"ended: those that asked for no tokens, then those the scheduler failed, then the batch's)")
+            lines.append(tr("returned the same outputs in another order: yours {yours}, the shipped step's {theirs} "
+                            "(a step returns its outputs in the order their requests ended: those that asked for no "
+                            "tokens, then those the scheduler failed, then the batch's)",
+                            yours=_show_order(got.returned), theirs=_show_order(want.returned)))
+        elif got.returned == ():
+            lines.append(tr("returned: yours nothing; the shipped step's {theirs}",
+                            theirs=_show_returned(want.returned)))
+        elif want.returned == ():
+            lines.append(tr("returned: yours {yours}; the shipped step's nothing", yours=_show_returned(got.returned)))
         else:
-            lines.append(f"returned: yours {_show_returned(got.returned)}; the shipped step's "
-                         f"{_show_returned(want.returned)}")
+            lines.append(tr("returned: yours {yours}; the shipped step's {theirs}", yours=_show_returned(got.returned),
+                            theirs=_show_returned(want.returned)))
     for name in sorted(set(got.records) | set(want.records), key=_order):
         mine, theirs = got.records.get(name), want.records.get(name)
-        if mine != theirs:
-            lines.append(f"record {name}: yours {mine or 'does not exist'}; the shipped step's "
-                         f"{theirs or 'does not exist'}")
+        if mine is None and theirs is not None:
+            lines.append(tr("record {name}: yours does not exist; the shipped step's {theirs}", name=name,
+                            theirs=theirs.shown()))
+        elif theirs is None and mine is not None:
+            lines.append(tr("record {name}: yours {yours}; the shipped step's does not exist", name=name,
+                            yours=mine.shown()))
+        elif mine != theirs:
+            lines.append(tr("record {name}: yours {yours}; the shipped step's {theirs}", name=name,
+                            yours=mine.shown(), theirs=theirs.shown()))
     if got.decisions != want.decisions:
-        lines.append(f"the scheduler decided {got.decisions} times in your step, {want.decisions} in the shipped "
-                     f"one's (engine.forward_step decides once and runs the model on that decision)")
+        lines.append(tr("the scheduler decided {yours} times in your step, {theirs} in the shipped one's "
+                        "(engine.forward_step decides once and runs the model on that decision)",
+                        yours=got.decisions, theirs=want.decisions))
     for name in ("scheduled", "preempted", "admitted", "failed"):
         if getattr(got, name) != getattr(want, name):
-            lines.append(f"{name}: yours {short(list(getattr(got, name)), 160)}; the shipped step's "
-                         f"{short(list(getattr(want, name)), 160)}")
+            lines.append(_decided_differently(name, short(list(getattr(got, name)), 160),
+                                              short(list(getattr(want, name)), 160)))
     if got.tables != want.tables:
         changed = {k: (got.tables.get(k), want.tables.get(k)) for k in set(got.tables) | set(want.tables)
                    if got.tables.get(k) != want.tables.get(k)}
-        lines.append("block tables: " + "; ".join(
-            f"{k} yours {list(a) if a is not None else 'none'}, the shipped step's {list(b) if b is not None else 'none'}"
-            for k, (a, b) in sorted(changed.items(), key=lambda kv: _order(kv[0]))))
+        lines.append(tr("block tables: {tables}", tables=_joined([
+            _tables_differ(k, a, b) for k, (a, b) in sorted(changed.items(), key=lambda kv: _order(kv[0]))],
+            semicolons=True)))
     if got.recorded != want.recorded:
-        lines.append(f"recorded: after your step the engine's history and trace hold {got.recorded} entries, after "
-                     f"the shipped step's {want.recorded}")
+        lines.append(tr("recorded: after your step the engine's history and trace hold {yours} entries, after the "
+                        "shipped step's {theirs}", yours=got.recorded, theirs=want.recorded))
     elif got.frame != want.frame:
         fields = [f.name for f in dataclasses.fields(Snapshot) if getattr(got.frame, f.name, None)
                   != getattr(want.frame, f.name, None)]
-        lines.append(f"the step's trace frame (what engine.record saw) differs in {', '.join(fields)}: record the "
-                     f"step once its tokens are in and what stopped has finished")
+        lines.append(tr("the step's trace frame (what engine.record saw) differs in {fields}: record the step once "
+                        "its tokens are in and what stopped has finished", fields=_joined(fields)))
     return lines[:6]
 
 
-def _show_order(value: tuple) -> str:
-    return ", ".join(f"r{rid}" for rid, _ in value)
+def _tables_differ(seq: str, yours: tuple[int, ...] | None, theirs: tuple[int, ...] | None) -> Message:
+    """One sequence's block table after your step and after the shipped one, either of them absent."""
+    if yours is None:
+        return tr("{seq} yours none, the shipped step's {theirs}", seq=seq, theirs=list(theirs or ()))
+    if theirs is None:
+        return tr("{seq} yours {yours}, the shipped step's none", seq=seq, yours=list(yours))
+    return tr("{seq} yours {yours}, the shipped step's {theirs}", seq=seq, yours=list(yours), theirs=list(theirs))
+
+
+def _decided_differently(name: str, yours: str, theirs: str) -> Message:
+    """One list of the scheduler's decision (``scheduled``, ``preempted``, ``admitted`` or ``failed``) that differs."""
+    if name == "scheduled":
+        return tr("scheduled: yours {yours}; the shipped step's {theirs}", yours=yours, theirs=theirs)
+    if name == "preempted":
+        return tr("preempted: yours {yours}; the shipped step's {theirs}", yours=yours, theirs=theirs)
+    if name == "admitted":
+        return tr("admitted: yours {yours}; the shipped step's {theirs}", yours=yours, theirs=theirs)
+    return tr("failed: yours {yours}; the shipped step's {theirs}", yours=yours, theirs=theirs)
+
+
+def _show_order(value: tuple) -> Any:
+    return _joined([f"r{rid}" for rid, _ in value])
 
 
 def _order(name: str) -> tuple[int, str]:
@@ -395,37 +482,37 @@ def _order(name: str) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 10**9, tail)
 
 
-HINTS = {
-    "no tokens": "a request that asked for no tokens (max_tokens=0) holds no memory, so the scheduler never sees "
-                 "it: its output comes from engine.take_ready(), which the step returns with the others",
-    "failed": "a request in scheduled.failed can never be held: end it with engine.finish_sequence(request, "
-              "FAILED, release=False) (it holds no memory) and return what that gives",
-    "chunk": "a sequence whose step computed only a chunk of its prompt has no next token yet: sample only for the "
-             "scheduled entries with s.samples true",
-    "siblings": "a request with n > 1 forks its other samples after its prompt: sample for every sequence "
-                "engine.samplers(s.seq) returns (the sequence itself, and its siblings the first time), each from "
-                "s's row of the output",
-    "decided": "call engine.forward_step() once per step: it asks the scheduler for one decision and runs the model on "
-               "it; a second call decides (and runs) another step inside this one",
-    "append": "give every sequence that samples its token with engine.append_token(request, token, logprobs): the "
-              "record's tokens are what the next step computes and what its output returns",
-    "preempted": "a sequence the scheduler preempted in this step (scheduled.preempted) has no row in the model's "
-                 "output: it samples nothing until it is readmitted and recomputed",
-    "stop": "after each token ask stop_reason(request, engine.config.stop_token_ids, engine.tokenizer): a stop token "
-            "or max_tokens reached ends the sequence, by engine.finish_sequence(request, reason)",
-    "logprobs": "with keep_logprobs on, give engine.append_token the row's log-probs (sample_tokens returns them, "
-                "one row per row of the output), as the third argument",
-    "logprobs row": "index the log-probs by the row of the output a sequence sampled from (the row of its "
-                    "(row, sequence) pair), not by the pair's place in the list: siblings share a row",
-    "release": "end a sequence that stopped with engine.finish_sequence(request, reason): it gives the sequence's "
-               "blocks back (release=False is for a request that holds none, one the scheduler failed)",
-    "record": "end the step with engine.record(scheduled): the engine's history and the trace (the replay) read it",
-    "unfinished": "a request's output is ready only once its last sample has stopped: return what "
-                  "engine.finish_sequence returns (an empty list until then), not an output of your own",
+HINTS: dict[str, Message] = {
+    "no_tokens": tr("a request that asked for no tokens (max_tokens=0) holds no memory, so the scheduler never sees "
+                    "it: its output comes from engine.take_ready(), which the step returns with the others"),
+    "failed": tr("a request in scheduled.failed can never be held: end it with engine.finish_sequence(request, "
+                 "FAILED, release=False) (it holds no memory) and return what that gives"),
+    "chunk": tr("a sequence whose step computed only a chunk of its prompt has no next token yet: sample only for the "
+                "scheduled entries with s.samples true"),
+    "siblings": tr("a request with n > 1 forks its other samples after its prompt: sample for every sequence "
+                   "engine.samplers(s.seq) returns (the sequence itself, and its siblings the first time), each from "
+                   "s's row of the output"),
+    "decided": tr("call engine.forward_step() once per step: it asks the scheduler for one decision and runs the model "
+                  "on it; a second call decides (and runs) another step inside this one"),
+    "append": tr("give every sequence that samples its token with engine.append_token(request, token, logprobs): the "
+                 "record's tokens are what the next step computes and what its output returns"),
+    "preempted": tr("a sequence the scheduler preempted in this step (scheduled.preempted) has no row in the model's "
+                    "output: it samples nothing until it is readmitted and recomputed"),
+    "stop": tr("after each token ask stop_reason(request, engine.config.stop_token_ids, engine.tokenizer): a stop "
+               "token or max_tokens reached ends the sequence, by engine.finish_sequence(request, reason)"),
+    "logprobs": tr("with keep_logprobs on, give engine.append_token the row's log-probs (sample_tokens returns them, "
+                   "one row per row of the output), as the third argument"),
+    "logprobs_row": tr("index the log-probs by the row of the output a sequence sampled from (the row of its "
+                       "(row, sequence) pair), not by the pair's place in the list: siblings share a row"),
+    "release": tr("end a sequence that stopped with engine.finish_sequence(request, reason): it gives the sequence's "
+                  "blocks back (release=False is for a request that holds none, one the scheduler failed)"),
+    "record": tr("end the step with engine.record(scheduled): the engine's history and the trace (the replay) read it"),
+    "unfinished": tr("a request's output is ready only once its last sample has stopped: return what "
+                     "engine.finish_sequence returns (an empty list until then), not an output of your own"),
 }
 
 
-def _diagnose(got: StepView, want: StepView, case: StepCase) -> str:
+def _diagnose(got: StepView, want: StepView, case: StepCase) -> Message | str:
     """The known cause of a step's first difference, when the difference is exactly that cause's; else ""."""
     got_ids = set() if isinstance(got.returned, str) else {rid for rid, _ in got.returned}
     want_ids = set() if isinstance(want.returned, str) else {rid for rid, _ in want.returned}
@@ -433,7 +520,7 @@ def _diagnose(got: StepView, want: StepView, case: StepCase) -> str:
     if got.decisions != want.decisions:
         return HINTS["decided"]
     if missing and any(case.requests[rid].max_tokens == 0 for rid in missing):
-        return HINTS["no tokens"]
+        return HINTS["no_tokens"]
     if missing and any(f"r{rid}" in want.failed for rid in missing):
         return HINTS["failed"]
     unfinished = {r.request_id for r in want.records.values() if r.finish_reason is None}
@@ -465,48 +552,56 @@ def _diagnose(got: StepView, want: StepView, case: StepCase) -> str:
     return ""
 
 
-def _raised_hint(error: BaseException, filename: str | None, want: StepView) -> str:
+def _raised_hint(error: BaseException, filename: str | None, want: StepView) -> Message | str:
     """The known cause of an exception raised on the reader's own line, when the line and the step show it; else ""."""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if filename and f.filename == filename]
     line = (frames[-1].line or "") if frames else ""
     if "finish_sequence" in line and want.failed and isinstance(error, ValueError):
         return HINTS["failed"]                           # release=True on a request that never held memory
     if "logprobs[" in line and isinstance(error, IndexError):
-        return HINTS["logprobs row"]
+        return HINTS["logprobs_row"]
     return ""
 
 
-def _reader_line(error: BaseException, filename: str | None) -> str:
-    """``(your line 12: `engine.append_token(...)`)`` when the reader's own code is in the traceback."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if filename and f.filename == filename]
+def _your_step_raised(raised: Raised, filename: str | None) -> Message:
+    """``your step raised IndexError: ..., at `...` (your line 12: `engine.append_token(...)`)``: the line is the
+    reader's own, when their code is in the traceback."""
+    frames = [f for f in traceback.extract_tb(raised.error.__traceback__) if filename and f.filename == filename]
+    error = raised.args[0] if raised.args else ""
     if not frames:
-        return ""
-    return f" (your line {frames[-1].lineno}: `{(frames[-1].line or '').strip()}`)"
+        return tr("your step {error}", error=error)
+    return tr("your step {error} (your line {n}: `{line}`)", error=error, n=frames[-1].lineno,
+              line=(frames[-1].line or "").strip())
 
 
-def _run_step(fn: Reader, case: StepCase) -> list[str]:
+def _run_step(fn: Reader, case: StepCase) -> list[Message]:
     want = _reference_run(case)
     run = _Run(case, fn)
     for expected in want:
-        where = f"step {expected.step} (before it: {expected.before})"
+        where = tr("step {step} (before it: {before})", step=expected.step, before=expected.before)
         try:
             got = run.step(expected.step)
         except Raised as raised:
             hint = _raised_hint(raised.error, _filename(fn.fn), expected)
-            return [where, f"your step {raised}{_reader_line(raised.error, _filename(fn.fn))}"] + ([hint] if hint else [])
+            return [where, _your_step_raised(raised, _filename(fn.fn))] + ([hint] if hint else [])
         except NotSolved:
             raise
         except Exception as error:   # the engine, outside your step, on the state your step left
-            return [where, f"after your step the engine {describe_exception(error)}"]
+            return [where, tr("after your step the engine {error}", error=describe_exception(error))]
         wrong = _differences(got, expected)
         if wrong:
             hint = _diagnose(got, expected, case)
             return [where, *wrong] + ([hint] if hint else [])
     if not run.done:
         left = [label(s.seq_id) for s in (*run.engine.scheduler.running, *run.engine.scheduler.waiting)]
-        why = HINTS["no tokens"] if not run.engine.scheduler.has_unfinished else ""
-        return [f"after step {want[-1].step} the shipped engine is done; yours still has unfinished requests "
-                f"{left or '(none the scheduler holds)'}"] + ([why] if why else [])
+        why = HINTS["no_tokens"] if not run.engine.scheduler.has_unfinished else ""
+        if left:
+            done = tr("after step {step} the shipped engine is done; yours still has unfinished requests {left}",
+                      step=want[-1].step, left=left)
+        else:
+            done = tr("after step {step} the shipped engine is done; yours still has unfinished requests "
+                      "(none the scheduler holds)", step=want[-1].step)
+        return [done] + ([why] if why else [])
     return []
 
 
@@ -560,25 +655,30 @@ def try_step(path: str | Path | StepFn = STEP_FILE, case: str | int = 0) -> list
         if fn is None:
             raise ValueError(problem)
     return rows_to_first_difference(_Run(chosen, Reader(fn)).step, _reference_run(chosen), _differences, Raised,
-                                    lambda raised: f"your step {raised}{_reader_line(raised.error, _filename(fn))}")
+                                    lambda raised: _your_step_raised(raised, _filename(fn)))
 
 
 # --- one step, read function by function ------------------------------------------------------------
 def _shown(value: Any) -> str:
-    """A value as a line of the step's call log names it: a record by its label, a step by its size."""
+    """A value as a line of the step's call log names it: a record by its label, a step by its size.
+
+    The call log is notation, read beside the code (``memory.admit(r1, 7, hit of 4 tokens) → [0, 3, 4]``), not a
+    grader's sentence: it reads the same in every language, and the zh-TW notebook's check cell finds
+    ``hit of 4 tokens`` in it, as the English one does.
+    """
     if isinstance(value, Request):
         return label(value.seq_id)
     if isinstance(value, ScheduledStep):
         return (f"ScheduledStep({len(value.scheduled)} sequences, {value.num_tokens} tokens"
                 + (f", preempted {[label(s.seq_id) for s in value.preempted]}" if value.preempted else "") + ")")
     if isinstance(value, RequestOutput):
-        return f"output of r{value.request_id}"
+        return f"output of r{value.request_id}"   # en: not shown to readers as prose (call-log notation)
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_shown(k)}: {_shown(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_shown(v) for v in value) + "]"
     if hasattr(value, "num_tokens") and hasattr(value, "block_ids"):   # a prefix hit
-        return f"hit of {value.num_tokens} tokens"
+        return f"hit of {value.num_tokens} tokens"   # en: not shown to readers as prose (call-log notation)
     shape = getattr(value, "shape", None)
     if shape is not None:
         return f"logits {list(shape)}"
@@ -656,7 +756,8 @@ def watch_step(engine: LLMEngine) -> StepLog:
     log.wrap(scheduler, "finish", "scheduler.finish")
     for name in ("lookup", "admit", "grow", "fork", "release"):
         log.wrap(memory, name, f"memory.{name}")
-    log.wrap(runner, "execute", "runner.execute", lambda step, ids: f"{_shown(step)}, {len(ids)} token ids")
+    log.wrap(runner, "execute", "runner.execute",
+             lambda step, ids: f"{_shown(step)}, {len(ids)} token ids")   # en: not shown to readers as prose (call log)
     log.wrap(module, "sample_tokens", "sample_tokens", lambda out, rows, keep=False: f"{_shown(out)}, rows "
              + ", ".join(f"{row}→{_shown(seq)}" for row, seq in rows))
     log.wrap(module, "stop_reason", "stop_reason", lambda request, *rest: _shown(request))
@@ -769,27 +870,32 @@ def serve(engine: LLMEngine, work: Capstone, *, first: int | None = None, max_to
                   counts.prefix_hit_tokens, counts.resumed_hit_tokens, counts.prompt_tokens)
 
 
-def first_difference(a: Served, b: Served) -> str:
+def first_difference(a: Served, b: Served) -> Message | str:
     """Where two runs of the same work first part: a step's decisions, or a request's tokens; "" when they agree."""
     for i, (mine, theirs) in enumerate(zip(a.steps, b.steps)):
         if mine != theirs:
-            return f"step {i + 1}: {short(mine, 200)} against {short(theirs, 200)}"
+            return tr("step {step}: {mine} against {theirs}", step=i + 1, mine=short(mine, 200),
+                      theirs=short(theirs, 200))
     if len(a.steps) != len(b.steps):
-        return f"{len(a.steps)} steps against {len(b.steps)}"
+        return tr("{mine} steps against {theirs}", mine=len(a.steps), theirs=len(b.steps))
     for i, (mine, theirs) in enumerate(zip(a.tokens, b.tokens)):
         if mine != theirs:
-            return f"request {i}: {short(mine, 200)} against {short(theirs, 200)}"
+            return tr("request {i}: {mine} against {theirs}", i=i, mine=short(mine, 200), theirs=short(theirs, 200))
     return ""
 
 
-NO_FORK = ("your block manager passed chapter 2 but has no fork yet: the capstone's request with n = 3 forks its "
-           "samples, so the shipped manager serves this run; chapter 7 adds fork and copy-on-write to your file")
-INTERPRETED_KERNEL = ("the decode kernel is yours, but Triton runs it in its interpreter on this CPU (ten "
-                      "seconds or more a decode step of SmolLM2's 30 layers): the capstone's attention is {instead} "
-                      "instead; on a CUDA machine your kernel runs")
+NO_FORK = tr("your block manager passed chapter 2 but has no fork yet: the capstone's request with n = 3 forks its "
+             "samples, so the shipped manager serves this run; chapter 7 adds fork and copy-on-write to your file")
 
 
-def capstone_parts(parts: Parts, *, kernel: bool | None = None) -> tuple[Parts, str]:
+def _interpreted_kernel(instead: Message) -> Message:
+    """The note for a decode kernel of yours set aside while Triton runs in its interpreter."""
+    return tr("the decode kernel is yours, but Triton runs it in its interpreter on this CPU (ten seconds or more a "
+              "decode step of SmolLM2's 30 layers): the capstone's attention is {instead} instead; on a CUDA machine "
+              "your kernel runs", instead=instead)
+
+
+def capstone_parts(parts: Parts, *, kernel: bool | None = None) -> tuple[Parts, Message | str]:
     """The parts the capstone serves with, and a note for each part set aside: all of ``parts``, except
 
     - a decode kernel of yours while Triton runs in its interpreter (``kernel=None``: only on a GPU; True: always).
@@ -804,10 +910,10 @@ def capstone_parts(parts: Parts, *, kernel: bool | None = None) -> tuple[Parts, 
     from .. import runtime
 
     card, notes, changes = parts.card, [], {}
-    aside: dict[str, str] = {}
+    aside: dict[str, Message] = {}
     manager = card["block_manager"]
     if manager.yours and parts.manager_class.fork is ManagerBase.fork:
-        aside["block_manager"] = "set aside for the capstone: it cannot fork yet (chapter 7), and n = 3 needs it"
+        aside["block_manager"] = tr("set aside for the capstone: it cannot fork yet (chapter 7), and n = 3 needs it")
         changes["manager_class"] = BlockManager
         notes.append(NO_FORK)
     if card["decode_kernel"].yours and not (runtime.BACKEND == "cuda" if kernel is None else kernel):
@@ -815,29 +921,36 @@ def capstone_parts(parts: Parts, *, kernel: bool | None = None) -> tuple[Parts, 
         if gather.yours:
             from .ch3 import gather_attention
 
-            changes["attention"], instead = gather_attention(gather.value), "your chapter-3 gather"
+            changes["attention"], instead = gather_attention(gather.value), tr("your chapter-3 gather")
         else:
-            changes["attention"], instead = "torch", "the shipped torch path"
-        aside["decode_kernel"] = f"set aside for the capstone: Triton's interpreter (the attention is {instead})"
-        notes.append(INTERPRETED_KERNEL.format(instead=instead))
+            changes["attention"], instead = "torch", tr("the shipped torch path")
+        aside["decode_kernel"] = tr("set aside for the capstone: Triton's interpreter (the attention is {instead})",
+                                    instead=instead)
+        notes.append(_interpreted_kernel(instead))
     if not aside:
         return parts, ""
     choices = [dataclasses.replace(c, yours=False, why=aside[c.part.name]) if c.part.name in aside else c
                for c in card.choices]
-    return dataclasses.replace(parts, card=ReportCard(choices, card.directory), **changes), "; ".join(notes)
+    return (dataclasses.replace(parts, card=ReportCard(choices, card.directory), **changes),
+            _joined(notes, semicolons=True))
 
 
-def yours_summary(card: ReportCard) -> str:
+def yours_summary(card: ReportCard) -> Message:
     """What the report card says about this run, in one sentence: how many parts were yours and how many lines
     of your code the engine ran, or, when none was, that the comparison then ran the shipped code twice."""
     yours, total = card.yours, len(card.choices)
     if not yours:
-        return (f"none of the {total} parts is yours in this run: both engines ran the shipped parts, so the "
-                f"comparison above checks the capstone's machinery, not your code; once your files pass their "
-                f"chapters' graders, run this notebook again and your parts serve the same fifty requests")
+        return tr("none of the {total} parts is yours in this run: both engines ran the shipped parts, so the "
+                  "comparison above checks the capstone's machinery, not your code; once your files pass their "
+                  "chapters' graders, run this notebook again and your parts serve the same fifty requests",
+                  total=total)
     shipped = [c.part.name for c in card.choices if not c.yours]
-    return (f"{len(yours)} of {total} parts are yours ({', '.join(yours)}): the engine ran {card.your_lines} lines "
-            f"of your code" + (f"; shipped: {', '.join(shipped)}" if shipped else ", every part of it"))
+    if shipped:
+        return tr("{count} of {total} parts are yours ({yours}): the engine ran {lines} lines of your code; "
+                  "shipped: {shipped}", count=len(yours), total=total, yours=_joined(yours), lines=card.your_lines,
+                  shipped=_joined(shipped))
+    return tr("{count} of {total} parts are yours ({yours}): the engine ran {lines} lines of your code, every part "
+              "of it", count=len(yours), total=total, yours=_joined(yours), lines=card.your_lines)
 
 
 def transformers_greedy(model: Any, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[list[int]]:

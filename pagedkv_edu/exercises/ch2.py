@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
@@ -28,6 +28,7 @@ from ..core.request import Request, SamplingParams
 from . import report
 
 from .grading import Raised, Reader, as_int, as_int_list, describe_exception, grade, seeded, short, span
+from .messages import Message, tr
 from .my_engine import PARTS, load_file, mark_passed
 from .solutions import ch2 as reference
 
@@ -36,7 +37,7 @@ MAX_SHOWN = 6   # diff rows printed per failing case
 
 @dataclass(frozen=True)
 class SlotCase:
-    name: str
+    name: Message
     block_table: tuple[int, ...]
     block_size: int
     positions: tuple[int, ...]
@@ -44,11 +45,11 @@ class SlotCase:
 
 
 SLOT_CASES: tuple[SlotCase, ...] = (
-    SlotCase("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16", (7, 3, 12), 16,
+    SlotCase(tr("the paged-KV-cache article: 41 tokens in [7, 3, 12], block size 16"), (7, 3, 12), 16,
              tuple(range(41)), 16),
-    SlotCase("the block-table article: 9 tokens in [7, 1, 3], block size 4", (7, 1, 3), 4, tuple(range(9)), 8),
-    SlotCase("positions out of order, block size 8", (5, 0, 9, 2), 8, (31, 0, 8, 17, 7, 24, 16), 12),
-    SlotCase("block size 1", (3, 0, 2), 1, (0, 1, 2), 4),
+    SlotCase(tr("the block-table article: 9 tokens in [7, 1, 3], block size 4"), (7, 1, 3), 4, tuple(range(9)), 8),
+    SlotCase(tr("positions out of order, block size 8"), (5, 0, 9, 2), 8, (31, 0, 8, 17, 7, 24, 16), 12),
+    SlotCase(tr("block size 1"), (3, 0, 2), 1, (0, 1, 2), 4),
 )
 
 # Block sizes of the hidden cases: mostly not powers of two, where bit tricks go wrong.
@@ -81,24 +82,26 @@ def _draw_slot_case(rng: random.Random, i: int) -> SlotCase:
         positions = list(range(rng.randint(0, min(capacity, 1 + rng.randrange(2) * capacity))))
     else:               # any positions, in any order
         positions = rng.sample(range(capacity), rng.randint(0, capacity))
-    return SlotCase(f"hidden case {i + 1}: table {table}, block size {b}, positions {span(positions)}",
+    return SlotCase(tr("hidden case {n}: table {table}, block size {size}, positions {positions}", n=i + 1,
+                       table=table, size=b, positions=span(positions)),
                     tuple(table), b, tuple(positions), num_blocks)
 
 
 HIDDEN_SLOT_CASES = seeded(150, 2, _draw_slot_case)
 
 
-def where(slot: object, block_size: int, table: Sequence[int], num_blocks: int) -> str:
+def where(slot: object, block_size: int, table: Sequence[int], num_blocks: int) -> Message:
     """Explain where a (wrong) slot lands."""
     value = as_int(slot)
     if value is None:
-        return f"not an integer slot: {short(slot)}"
+        return tr("not an integer slot: {slot}", slot=short(slot))
     block, offset = divmod(value, block_size)
     if value < 0 or block >= num_blocks:
-        return f"block id {block} is out of range for a pool of {num_blocks} blocks"
+        return tr("block id {block} is out of range for a pool of {count} blocks", block=block, count=num_blocks)
     if block not in table:
-        return f"lands in block {block} (offset {offset}), which this table {list(table)} does not hold"
-    return f"lands in block {block}, offset {offset}"
+        return tr("lands in block {block} (offset {offset}), which this table {table} does not hold", block=block,
+                  offset=offset, table=list(table))
+    return tr("lands in block {block}, offset {offset}", block=block, offset=offset)
 
 
 def _bit_trick_variants(table: Sequence[int], b: int, p: int) -> list[int]:
@@ -114,19 +117,20 @@ def _bit_trick_variants(table: Sequence[int], b: int, p: int) -> list[int]:
     return out
 
 
-def diagnose_slots(table: Sequence[int], block_size: int, positions: Sequence[int], got: Sequence[int]) -> str | None:
+def diagnose_slots(table: Sequence[int], block_size: int, positions: Sequence[int],
+                   got: Sequence[int]) -> Message | None:
     """Name the cause when wrong slots are exactly another block size's, or the bit tricks'."""
     return diagnose_batch_slots([(table, positions, got)], block_size)
 
 
 def diagnose_batch_slots(groups: Sequence[tuple[Sequence[int], Sequence[int], Sequence[int]]],
-                         block_size: int) -> str | None:
+                         block_size: int) -> Message | None:
     """:func:`diagnose_slots` for several sequences at once, each ``(table, positions, slots)``."""
     pairs = [(table, p, g) for table, positions, got in groups for p, g in zip(positions, got)]
     if not pairs:
         return None
     if all(t[p // block_size] + p % block_size == g for t, p, g in pairs):
-        return "these slots are block id + offset: the block id must be multiplied by the block size"
+        return tr("these slots are block id + offset: the block id must be multiplied by the block size")
     if len(pairs) < 2:
         return None
     for other in [16, *range(1, 65)]:
@@ -134,17 +138,17 @@ def diagnose_batch_slots(groups: Sequence[tuple[Sequence[int], Sequence[int], Se
             continue
         try:
             if all(t[p // other] * other + p % other == g for t, p, g in pairs):
-                return (f"these are the slots block size {other} would give, but the block size here is "
-                        f"{block_size}: use the block_size argument (not a global B)")
+                return tr("these are the slots block size {other} would give, but the block size here is {size}: "
+                          "use the block_size argument (not a global B)", other=other, size=block_size)
         except IndexError:
             continue
     if block_size & (block_size - 1) and all(g in _bit_trick_variants(t, block_size, p) for t, p, g in pairs):
-        return (f"p >> log2(B), p & (B - 1) and << log2(B) equal p // B, p % B and * B only when B is a power "
-                f"of two; the block size here is {block_size}")
+        return tr("p >> log2(B), p & (B - 1) and << log2(B) equal p // B, p % B and * B only when B is a power "
+                  "of two; the block size here is {size}", size=block_size)
     return None
 
 
-def explain_slot(slot: int | None, table: Sequence[int], position: int, block_size: int) -> str | None:
+def explain_slot(slot: int | None, table: Sequence[int], position: int, block_size: int) -> Message | None:
     """Name the cause of one wrong slot, given the (right) table: the bit tricks, or the usual wrong
     block size (the notebook's B = 16, the chapter examples' 4 or 8). One slot is weak evidence:
     call this only when the rest of the step (the table) is right."""
@@ -154,19 +158,30 @@ def explain_slot(slot: int | None, table: Sequence[int], position: int, block_si
     block = table[-1]
     other = next((c for c in (16, 4, 8) if c != block_size and block * c + position % c == slot), None)
     if other is not None and block != 0:
-        causes.append(f"the slot at block size {other}")
+        causes.append(tr("the slot at block size {other}", other=other))
     if block_size & (block_size - 1) and slot in _bit_trick_variants(table, block_size, position):
-        causes.append("what the bit tricks p & (B - 1), p >> log2(B) give (right only when B is a power of two)")
-    return " or ".join(causes) + f", but the block size here is {block_size}" if causes else None
+        causes.append(tr("what the bit tricks p & (B - 1), p >> log2(B) give (right only when B is a power of two)"))
+    if len(causes) == 2:
+        return tr("{first} or {second}, but the block size here is {size}", first=causes[0], second=causes[1],
+                  size=block_size)
+    return tr("{cause}, but the block size here is {size}", cause=causes[0], size=block_size) if causes else None
 
 
-def _index_hint(exc: Raised, block_size: int, table: Sequence[int]) -> str:
+def _index_hint(exc: Raised, block_size: int, table: Sequence[int]) -> Message | None:
     """What an IndexError in a slot computation usually means: a logical block past the table's end."""
     if not isinstance(exc.error, IndexError):
-        return ""
-    bits = (", not a power of two: >> and & stand for // and % only for powers of two"
-            if block_size & (block_size - 1) else "")
-    return f" (a logical block past the end of the table {list(table)}? the block size here is {block_size}{bits})"
+        return None
+    if block_size & (block_size - 1):
+        return tr("(a logical block past the end of the table {table}? the block size here is {size}, not a power of "
+                  "two: >> and & stand for // and % only for powers of two)", table=list(table), size=block_size)
+    return tr("(a logical block past the end of the table {table}? the block size here is {size})", table=list(table),
+              size=block_size)
+
+
+def _raised(exc: Raised, block_size: int, table: Sequence[int]) -> Message | str:
+    """What the reader's code raised, and what an IndexError there usually means."""
+    hint = _index_hint(exc, block_size, table)
+    return str(exc) if hint is None else tr("{error} {hint}", error=exc, hint=hint)
 
 
 def _run_slot_mapping(fn: Reader, case: SlotCase) -> list[str]:
@@ -174,24 +189,26 @@ def _run_slot_mapping(fn: Reader, case: SlotCase) -> list[str]:
     try:
         raw = fn(list(case.block_table), case.block_size, list(case.positions))
     except Raised as exc:
-        return [str(exc) + _index_hint(exc, case.block_size, case.block_table)]
-    got, problem = as_int_list(raw, "slot")
+        return [_raised(exc, case.block_size, case.block_table)]
+    got, problem = as_int_list(raw, tr("slot"))
     if got is None:
         return [problem]
     if len(got) != len(expected):
-        return [f"expected {len(expected)} slots (one per position), got {len(got)}"]
+        return [tr("expected {expected} slots (one per position), got {got}", expected=len(expected), got=len(got))]
     wrong = [(p, e, g) for p, e, g in zip(case.positions, expected, got, strict=True) if e != g]
     if not wrong:
         return []
     cause = diagnose_slots(case.block_table, case.block_size, case.positions, got)
-    lines = [cause] if cause else []
-    lines.append(f"{len(wrong)} of {len(expected)} slots wrong")
-    lines.append(f"  {'position':>8} {'expected':>8} {'got':>8}" + ("" if cause else "  where 'got' lands"))
+    lines: list[Message | str] = [cause] if cause else []
+    lines.append(tr("{wrong} of {total} slots wrong", wrong=len(wrong), total=len(expected)))
+    # the columns are right-aligned to 8 characters (the translation aligns its own header)
+    header = tr("position expected      got") if cause else tr("position expected      got  where 'got' lands")
+    lines.append(f"  {header}")
     for p, e, g in wrong[:MAX_SHOWN]:
-        lands = "" if cause else "  " + where(g, case.block_size, case.block_table, case.num_blocks)
-        lines.append(f"  {p:>8} {e:>8} {g:>8}{lands}")
+        row = f"  {p:>8} {e:>8} {g:>8}"
+        lines.append(row if cause else f"{row}  {where(g, case.block_size, case.block_table, case.num_blocks)}")
     if len(wrong) > MAX_SHOWN:
-        lines.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
+        lines.append(f"  {tr('... and {count} more', count=len(wrong) - MAX_SHOWN)}")
     return lines
 
 
@@ -204,7 +221,7 @@ def check_slot_mapping(fn: Callable[[Sequence[int], int, Sequence[int]], Sequenc
 
 @dataclass(frozen=True)
 class AppendCase:
-    name: str
+    name: Message
     block_table: tuple[int, ...]
     num_tokens: int
     block_size: int
@@ -214,11 +231,11 @@ class AppendCase:
 
 
 APPEND_CASES: tuple[AppendCase, ...] = (
-    AppendCase("the block-table article: [7, 1] holds 7 tokens, block size 4; the 8th and 9th arrive",
+    AppendCase(tr("the block-table article: [7, 1] holds 7 tokens, block size 4; the 8th and 9th arrive"),
                (7, 1), 7, 4, (3, 0, 2, 4, 5, 6), 2, 8),
-    AppendCase("the paged-KV-cache article: an empty sequence grows to 42 tokens, block size 16",
+    AppendCase(tr("the paged-KV-cache article: an empty sequence grows to 42 tokens, block size 16"),
                (), 0, 16, (7, 3, 12, 0, 14), 42, 16),
-    AppendCase("block size 1: every token takes a block", (), 0, 1, (2, 0, 1), 3, 3),
+    AppendCase(tr("block size 1: every token takes a block"), (), 0, 1, (2, 0, 1), 3, 3),
 )
 
 
@@ -231,25 +248,27 @@ def _draw_append_case(rng: random.Random, i: int) -> AppendCase:
     num_blocks = length + needed + rng.randint(0, 4)
     ids = random_table(rng, num_blocks, num_blocks)
     table, free = ids[:length], ids[length:]
-    return AppendCase(f"hidden case {i + 1}: table {table} holds {tokens} tokens, block size {b}, "
-                      f"free list {free}; {appends} tokens arrive", tuple(table), tokens, b, tuple(free),
-                      appends, num_blocks)
+    return AppendCase(tr("hidden case {n}: table {table} holds {tokens} tokens, block size {size}, free list {free}; "
+                         "{appends} tokens arrive", n=i + 1, table=table, tokens=tokens, size=b, free=free,
+                         appends=appends), tuple(table), tokens, b, tuple(free), appends, num_blocks)
 
 
 HIDDEN_APPEND_CASES = seeded(100, 3, _draw_append_case)
 
 
 def growth_hint(before: Sequence[int], got: Sequence[object], expected: Sequence[int], position: int,
-                block_size: int) -> list[str]:
+                block_size: int) -> list[Message]:
     """Why a table should (or should not) have grown by a block at this position: the block size decides."""
     grew, should_grow = len(got) > len(before), len(expected) > len(before)
     if should_grow and not grew:
-        return [f"position {position} is a multiple of the block size {block_size}: "
-                + ("the table is empty" if not before else "the last block is full")
-                + ", so the token needs a new block"]
+        if not before:
+            return [tr("position {position} is a multiple of the block size {size}: the table is empty, so the token "
+                       "needs a new block", position=position, size=block_size)]
+        return [tr("position {position} is a multiple of the block size {size}: the last block is full, so the token "
+                   "needs a new block", position=position, size=block_size)]
     if grew and not should_grow:
-        return [f"position {position} is not a multiple of the block size {block_size}: the last block still "
-                f"has {block_size - position % block_size} free slots"]
+        return [tr("position {position} is not a multiple of the block size {size}: the last block still has {free} "
+                   "free slots", position=position, size=block_size, free=block_size - position % block_size)]
     return []
 
 
@@ -264,29 +283,32 @@ def _run_append_token(fn: Reader, case: AppendCase) -> list[str]:
         try:
             got_slot = fn(got_table, position, b, got_free)
         except Raised as exc:
-            return [f"token at position {position}, starting from table {before[0]}, free list {before[1]}: "
-                    f"{exc}{_index_hint(exc, b, before[0])}"]
-        diff = []
+            return [tr("token at position {position}, starting from table {table}, free list {free}: {error}",
+                       position=position, table=before[0], free=before[1], error=_raised(exc, b, before[0]))]
+        diff: list[Message] = []
         slot = as_int(got_slot)
         table = [as_int(x) for x in got_table]
         if slot != exp_slot:
             cause = explain_slot(slot, exp_table, position, b) if table == exp_table else None
             lands = cause or where(got_slot, b, got_table, case.num_blocks)
-            diff.append(f"slot: expected {exp_slot}, got {short(got_slot)} ({lands})")
+            diff.append(tr("slot: expected {expected}, got {got} ({why})", expected=exp_slot, got=short(got_slot),
+                           why=lands))
         if table != exp_table:
-            diff.append(f"block table: expected {exp_table}, got {got_table}")
+            diff.append(tr("block table: expected {expected}, got {got}", expected=list(exp_table),
+                           got=list(got_table)))
             outside = [x for x in table if x is None or not 0 <= x < case.num_blocks]
             if outside:
-                diff.append(f"block ids {outside} are out of range for a pool of {case.num_blocks} blocks")
+                diff.append(tr("block ids {ids} are out of range for a pool of {count} blocks", ids=outside,
+                               count=case.num_blocks))
             never_free = [x for x in table if x not in case.block_table and x not in case.free_blocks]
             if never_free and not outside:
-                diff.append(f"block ids {never_free} were never free: another request holds them")
+                diff.append(tr("block ids {ids} were never free: another request holds them", ids=never_free))
             diff += growth_hint(before[0], table, exp_table, position, b)
         if [as_int(x) for x in got_free] != exp_free:
-            diff.append(f"free list: expected {exp_free}, got {got_free}")
+            diff.append(tr("free list: expected {expected}, got {got}", expected=list(exp_free), got=list(got_free)))
         if diff:   # later steps start from a wrong state; the first difference is the lesson
-            return [f"token at position {position}, starting from table {before[0]}, free list {before[1]}:"] + \
-                ["  " + line for line in diff]
+            return [tr("token at position {position}, starting from table {table}, free list {free}:",
+                       position=position, table=before[0], free=before[1])] + [f"  {line}" for line in diff]
     return []
 
 
@@ -338,7 +360,7 @@ def release(seq: str) -> Op:
 class ManagerCase:
     """A pool (``num_blocks`` of ``block_size``, free queue ``free_order``, the rest held elsewhere) and the calls."""
 
-    name: str
+    name: Message
     num_blocks: int
     block_size: int
     free_order: tuple[int, ...]
@@ -348,25 +370,33 @@ class ManagerCase:
     def pool(self) -> BlockPool:
         return BlockPool.from_free_order(self.num_blocks, self.block_size, list(self.free_order))
 
-    def describe(self) -> str:
+    def describe(self) -> Message:
         held = self.num_blocks - len(self.free_order)
-        text = f"a pool of {self.num_blocks} blocks of {self.block_size}, free queue {short(list(self.free_order), 70)}"
-        text += f" ({held} held elsewhere)" if held else ""
-        return text + (f", watermark {self.watermark_blocks} blocks" if self.watermark_blocks else "")
+        pool = dict(blocks=self.num_blocks, size=self.block_size, queue=short(list(self.free_order), 70))
+        if held and self.watermark_blocks:
+            return tr("a pool of {blocks} blocks of {size}, free queue {queue} ({held} held elsewhere), watermark "
+                      "{watermark} blocks", **pool, held=held, watermark=self.watermark_blocks)
+        if held:
+            return tr("a pool of {blocks} blocks of {size}, free queue {queue} ({held} held elsewhere)", **pool,
+                      held=held)
+        if self.watermark_blocks:
+            return tr("a pool of {blocks} blocks of {size}, free queue {queue}, watermark {watermark} blocks", **pool,
+                      watermark=self.watermark_blocks)
+        return tr("a pool of {blocks} blocks of {size}, free queue {queue}", **pool)
 
 
 MANAGER_CASES: tuple[ManagerCase, ...] = (
-    ManagerCase("the block-table article: a 7-token prompt at block size 4, the 8th and 9th tokens, then release",
+    ManagerCase(tr("the block-table article: a 7-token prompt at block size 4, the 8th and 9th tokens, then release"),
                 8, 4, (7, 1, 3, 0, 2, 4, 5, 6), (admit("a", 7, 7), grow("a", 1), grow("a", 1), release("a"))),
-    ManagerCase("the paged-KV-cache article: 41 tokens at block size 16, then 8 more (the 49th takes a block), "
-                "then release", 16, 16, (7, 3, 12, 0, 14),
+    ManagerCase(tr("the paged-KV-cache article: 41 tokens at block size 16, then 8 more (the 49th takes a block), "
+                   "then release"), 16, 16, (7, 3, 12, 0, 14),
                 (admit("a", 41, 41), grow("a", 1), grow("a", 6), grow("a", 1), release("a"))),
-    ManagerCase("a short pool: what does not fit is refused (None) and nothing changes; a prompt admitted in chunks",
-                5, 4, (4, 0, 3, 1, 2),
+    ManagerCase(tr("a short pool: what does not fit is refused (None) and nothing changes; a prompt admitted in "
+                   "chunks"), 5, 4, (4, 0, 3, 1, 2),
                 (admit("a", 9, 9), admit("b", 12, 12), grow("a", 4), admit("b", 4), grow("a", 4), grow("b", 4),
                  release("a"), grow("b", 4), grow("b", 4), release("b"))),
-    ManagerCase("the watermark: an admission leaves 2 blocks free while any sequence holds memory; growing may "
-                "use them", 6, 4, tuple(range(6)),
+    ManagerCase(tr("the watermark: an admission leaves 2 blocks free while any sequence holds memory; growing may "
+                   "use them"), 6, 4, tuple(range(6)),
                 (admit("a", 20, 20), admit("b", 8, 8), grow("a", 4), release("a"), admit("b", 8), admit("c", 8, 8),
                  admit("d", 1, 1), grow("b", 1), release("b"), release("c"), admit("d", 1)), watermark_blocks=2),
 )
@@ -395,11 +425,11 @@ def read_state(manager: ManagerBase) -> MemoryState:
     try:
         tables = {seq.seq_id: [int(b) for b in ids] for seq, ids in manager.held.items()}
     except AttributeError as exc:
-        raise BrokenState("self.held must map each sequence's record (the Request, not its id) to its block ids: the "
-                          f"base class's questions read it that way ({exc})") from exc
+        raise BrokenState(tr("self.held must map each sequence's record (the Request, not its id) to its block ids: "
+                             "the base class's questions read it that way ({error})", error=str(exc))) from exc
     except (TypeError, ValueError) as exc:
-        raise BrokenState(f"self.held must map each record to a list of block ids; it holds {short(manager.held)}"
-                          ) from exc
+        raise BrokenState(tr("self.held must map each record to a list of block ids; it holds {held}",
+                             held=short(manager.held))) from exc
     return MemoryState(tables, manager.pool.free_ids(), list(manager.pool.ref_counts))
 
 
@@ -469,9 +499,10 @@ class ManagerPair:
             step.problems = [str(exc)]
             return step
         if (seq.num_computed_tokens, seq.num_tokens) != counted:   # a manager reads the record, never writes it
-            step.problems = [f"your {op.kind} changed the record: num_computed_tokens {counted[0]} -> "
-                             f"{seq.num_computed_tokens}, tokens {counted[1]} -> {seq.num_tokens}. A manager only "
-                             f"reads the record; the scheduler advances the count after a grant"]
+            step.problems = [tr("your {kind} changed the record: num_computed_tokens {before} -> {after}, tokens "
+                                "{tokens_before} -> {tokens_after}. A manager only reads the record; the scheduler "
+                                "advances the count after a grant", kind=op.kind, before=counted[0],
+                                after=seq.num_computed_tokens, tokens_before=counted[1], tokens_after=seq.num_tokens)]
             seq.num_computed_tokens, seq.output_token_ids[:] = counted[0], outputs
             return step
         step.problems = self.compare(step, before_yours)
@@ -500,38 +531,49 @@ class ManagerPair:
     def compare(self, step: Step, before_yours: MemoryState) -> list[str]:
         op, yours = step.op, step.yours
         if isinstance(yours, NotImplementedError):
-            return [f"{op.kind} is not written yet (it raises NotImplementedError)"]
+            return [tr("{kind} is not written yet (it raises NotImplementedError)", kind=op.kind)]
         if isinstance(yours, BaseException):
             return [f"{op.text()} {self.describe(yours)}"] + self.raised_hint(yours)
-        answer, problem = (None, "") if yours is None else as_int_list(yours, "block id")
+        answer, problem = (None, "") if yours is None else as_int_list(yours, tr("block id"))
         if answer is None and yours is not None:
-            what = "its whole table" if op.kind == "admit" else "the ids it added" if op.kind == "grow" else "the ids"
-            return [f"{op.text()} returned {short(yours)}: {problem}; it returns {what}"
-                    + ("" if op.kind == "release" else " (a list of block ids), or None")]
+            wrong = dict(call=op.text(), value=short(yours), problem=problem)
+            if op.kind == "admit":
+                return [tr("{call} returned {value}: {problem}; it returns its whole table (a list of block ids), "
+                           "or None", **wrong)]
+            if op.kind == "grow":
+                return [tr("{call} returned {value}: {problem}; it returns the ids it added (a list of block ids), "
+                           "or None", **wrong)]
+            if op.kind == "release":
+                return [tr("{call} returned {value}: {problem}; it returns the ids", **wrong)]
+            return [tr("{call} returned {value}: {problem}; it returns the ids (a list of block ids), or None",
+                       **wrong)]
         mine, theirs = step.your_state, step.expected_state
         assert mine is not None
-        lines = []
+        lines: list[Message | str] = []
         if answer != step.expected:
-            lines.append(f"returned: yours {short(yours, 70)}, expected {step.expected}")
+            lines.append(tr("returned: yours {yours}, expected {expected}", yours=short(yours, 70),
+                            expected=step.expected))
         if mine.tables != theirs.tables:
-            lines.append(f"tables: yours {tables_text(mine.tables)}, expected {tables_text(theirs.tables)}")
+            lines.append(tr("tables: yours {yours}, expected {expected}", yours=tables_text(mine.tables),
+                            expected=tables_text(theirs.tables)))
         if mine.free_queue != theirs.free_queue:
-            lines.append(f"free queue: yours {short(mine.free_queue, 70)}, expected {short(theirs.free_queue, 70)}")
-        refs = [f"block {b}: yours {m}, expected {t}" for b, (m, t) in enumerate(zip(mine.ref_counts,
-                                                                                    theirs.ref_counts)) if m != t]
-        if refs:
-            lines.append("reference counts: " + clip(", ".join(refs), 120))
+            lines.append(tr("free queue: yours {yours}, expected {expected}", yours=short(mine.free_queue, 70),
+                            expected=short(theirs.free_queue, 70)))
+        refs = [str(tr("block {block}: yours {yours}, expected {expected}", block=b, yours=m, expected=t))
+                for b, (m, t) in enumerate(zip(mine.ref_counts, theirs.ref_counts)) if m != t]
+        if refs:     # rendered now, in the reader's language: join and clip read the text
+            lines.append(tr("reference counts: {counts}", counts=clip(str(tr(", ")).join(refs), 120)))
         lines += self.more_differences(step)
         if not lines:
             return []
         hint = self.hint(step, answer, before_yours)
-        return lines + ([f"hint: {hint}"] if hint else [])
+        return lines + ([tr("hint: {hint}", hint=hint)] if hint else [])
 
     def more_differences(self, step: Step) -> list[str]:
         """What else differs after a call that agreed on the answer, tables, free queue and counts (none here)."""
         return []
 
-    def hint(self, step: Step, answer: list[int] | None, before_yours: MemoryState) -> str | None:
+    def hint(self, step: Step, answer: list[int] | None, before_yours: MemoryState) -> Message | None:
         """The cause, when the difference is one of the known mistakes; else None (the diff speaks)."""
         op, size, mine = step.op, self.case.block_size, step.your_state
         assert mine is not None
@@ -543,111 +585,157 @@ class ManagerPair:
             released = step.expected or []
             if len(released) > 1 and (answer == released[::-1]
                                        or mine.free_queue == step.before.free_queue + released[::-1]):
-                return ("the blocks went back first block first. Release the last block first: in chapter 8's "
-                        "prefix cache the blocks freed first are evicted first, so a sequence's end goes before "
-                        "its beginning, which other sequences are likelier to share")
+                return tr("the blocks went back first block first. Release the last block first: in chapter 8's "
+                          "prefix cache the blocks freed first are evicted first, so a sequence's end goes before "
+                          "its beginning, which other sequences are likelier to share")
             if op.seq in mine.tables:
                 freed = [b for b in mine.tables[op.seq] if mine.ref_counts[b] == 0]
                 if freed:
-                    return (f"blocks {freed} are back in the free queue but still in {op.seq!r}'s table: a block "
-                            f"freed while a table still names it is handed to the next sequence while this one can "
-                            f"still write it. A release removes the table too")
-                return f"{op.seq!r} still holds its table: a release gives back every block and removes the table"
+                    return tr("blocks {freed} are back in the free queue but still in {seq!r}'s table: a block freed "
+                              "while a table still names it is handed to the next sequence while this one can still "
+                              "write it. A release removes the table too", freed=freed, seq=op.seq)
+                return tr("{seq!r} still holds its table: a release gives back every block and removes the table",
+                          seq=op.seq)
         if answer is None and mine != before_yours:
-            return ("it returned None but changed the memory. A refusal changes nothing: count the blocks the call "
-                    "needs, compare with pool.num_free (and the watermark), and only then take blocks")
+            return tr("it returned None but changed the memory. A refusal changes nothing: count the blocks the call "
+                      "needs, compare with pool.num_free (and the watermark), and only then take blocks")
         waits = op.kind == "admit" and watermark and need <= free < need + watermark
+        fits = dict(call=op.text(), need=need, size=size, end=end, free=free)
         if answer is None and step.expected is not None:
             if waits and not step.before.tables:
-                return (f"nothing holds memory, so the watermark does not apply: it keeps {watermark} blocks free "
-                        f"for the running sequences to grow into, and there are none")
+                return tr("nothing holds memory, so the watermark does not apply: it keeps {watermark} blocks free "
+                          "for the running sequences to grow into, and there are none", watermark=watermark)
             if op.kind == "grow" and watermark and need <= free < need + watermark:
-                return ("the watermark applies to admissions only: a running sequence may grow into the blocks it "
-                        "keeps free (that is what they are for)")
+                return tr("the watermark applies to admissions only: a running sequence may grow into the blocks it "
+                          "keeps free (that is what they are for)")
             if need <= 0:
-                return (f"{end} tokens fit in the {plural(len(old), 'block')} {op.seq!r} holds (ceil({end} / {size}) "
-                        f"= {-(-end // size)}): there is nothing to take, so nothing to refuse")
-            return f"{op.text()} needs {need} new blocks of {size} for {end} tokens, and {free} are free: it fits"
+                held = dict(end=end, count=len(old), seq=op.seq, size=size, need=-(-end // size))
+                if len(old) == 1:
+                    return tr("{end} tokens fit in the {count} block {seq!r} holds (ceil({end} / {size}) = {need}): "
+                              "there is nothing to take, so nothing to refuse", **held)
+                return tr("{end} tokens fit in the {count} blocks {seq!r} holds (ceil({end} / {size}) = {need}): "
+                          "there is nothing to take, so nothing to refuse", **held)
+            return tr("{call} needs {need} new blocks of {size} for {end} tokens, and {free} are free: it fits", **fits)
         if answer is not None and step.expected is None:
             if waits:
-                return (f"the watermark: while any sequence holds memory an admission leaves {watermark} blocks "
-                        f"free (room for the running to grow); {need} + {watermark} > {free} free")
+                return tr("the watermark: while any sequence holds memory an admission leaves {watermark} blocks "
+                          "free (room for the running to grow); {need} + {watermark} > {free} free",
+                          watermark=watermark, need=need, free=free)
             if need > free:
-                return f"{op.text()} needs {need} new blocks of {size} for {end} tokens, but only {free} are free"
+                return tr("{call} needs {need} new blocks of {size} for {end} tokens, but only {free} are free",
+                          **fits)
         table = mine.tables.get(op.seq)
         if answer is not None and step.expected is not None and table is not None and len(table) != -(-end // size):
             return self.count_hint(step, end, len(table), old)
         if op.kind == "grow" and answer == table and answer != step.expected:
-            return f"grow returns only the ids the table gained (here {step.expected}), not the whole table"
+            return tr("grow returns only the ids the table gained (here {expected}), not the whole table",
+                      expected=step.expected)
         new = [b for b in (answer or []) if b not in old] if op.kind != "release" else []
         if new and new == step.before.free_queue[len(step.before.free_queue) - len(new):]:
-            return "these blocks came from the back of the free queue: blocks are taken from its front"
+            return tr("these blocks came from the back of the free queue: blocks are taken from its front")
         return None
 
-    def count_hint(self, step: Step, end: int, got: int, old: list[int]) -> str:
+    def count_hint(self, step: Step, end: int, got: int, old: list[int]) -> Message:
         """Why a granted table has ``got`` blocks for ``end`` tokens: a rounding slip, or a grow taking one always."""
         op, size = step.op, self.case.block_size
         want = -(-end // size)
         if op.kind == "grow" and got == len(old) + 1 and want == len(old) and takes_a_block_always(type(self.yours)):
             room = len(old) * size - step.tokens_before
-            return (f"grow took a block for {plural(op.tokens, 'token')} that fit in the last block's "
-                    f"{plural(room, 'free slot')} (it takes one on every call, whatever the tokens): a grow takes "
-                    f"blocks only for the tokens past the table's last slot")
+            return tr("grow took a block for {tokens} that fit in the last block's {room} (it takes one on every call, "
+                      "whatever the tokens): a grow takes blocks only for the tokens past the table's last slot",
+                      tokens=tokens_text(op.tokens), room=free_slots_text(room))
         if got == want + 1 and end % size == 0:
-            return (f"{end} tokens fill exactly {want} blocks of {size}: the last block is full, not partly filled. "
-                    f"`tokens // block_size + 1` counts one block too many; t tokens need ceil(t / block_size)")
+            return tr("{end} tokens fill exactly {want} blocks of {size}: the last block is full, not partly filled. "
+                      "`tokens // block_size + 1` counts one block too many; t tokens need ceil(t / block_size)",
+                      end=end, want=want, size=size)
         if got == want - 1 and end % size:
-            return (f"{end} tokens need ceil({end} / {size}) = {want} blocks: the {plural(end % size, 'token')} in "
-                    f"the last, partly filled block still {'needs' if end % size == 1 else 'need'} a whole block "
-                    f"(`tokens // block_size` rounds {'it' if end % size == 1 else 'them'} away)")
-        return f"{end} tokens at block size {size} need ceil({end} / {size}) = {want} blocks; the table has {got}"
+            rest = dict(end=end, size=size, want=want, count=end % size)
+            if end % size == 1:
+                return tr("{end} tokens need ceil({end} / {size}) = {want} blocks: the {count} token in the last, "
+                          "partly filled block still needs a whole block (`tokens // block_size` rounds it away)",
+                          **rest)
+            return tr("{end} tokens need ceil({end} / {size}) = {want} blocks: the {count} tokens in the last, partly "
+                      "filled block still need a whole block (`tokens // block_size` rounds them away)", **rest)
+        return tr("{end} tokens at block size {size} need ceil({end} / {size}) = {want} blocks; the table has {got}",
+                  end=end, size=size, want=want, got=got)
 
-    def raised_hint(self, exc: BaseException) -> list[str]:
-        text = str(exc)
-        if isinstance(exc, ValueError) and ("double free" in text or "more times than it is referenced" in text):
-            return ["hint: a block was freed twice: a release drops each of its blocks' references once "
-                    "(pool.free_all(ids), or pool.free(id) once per block)"]
+    def raised_hint(self, exc: BaseException) -> list[Message]:
+        text, pool_says = str(exc), ("double free", "more times than it is referenced")  # en: not shown to readers
+        if isinstance(exc, ValueError) and any(said in text for said in pool_says):
+            return [tr("hint: {hint}", hint=tr("a block was freed twice: a release drops each of its blocks' "
+                                               "references once (pool.free_all(ids), or pool.free(id) once per "
+                                               "block)"))]
         if isinstance(exc, OutOfBlocksError):
-            return ["hint: it asked the pool for more blocks than are free: count first, and return None, taking "
-                    "nothing, when they do not fit"]
+            return [tr("hint: {hint}", hint=tr("it asked the pool for more blocks than are free: count first, and "
+                                               "return None, taking nothing, when they do not fit"))]
         return []
 
-    def describe(self, exc: BaseException) -> str:
+    def describe(self, exc: BaseException) -> Message:
         """``raised ValueError: ..., at `line``` with the reader's own line (the pool's raise is not the cause)."""
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.reader_file]
         if frames and frames[-1].line:
-            return f"raised {type(exc).__name__}: {exc}, at `{frames[-1].line.strip()}`"
+            return tr("raised {kind}: {error}, at `{line}`", kind=type(exc).__name__, error=str(exc),
+                      line=frames[-1].line.strip())
         return describe_exception(exc)
 
     def report(self, step: Step, where: str) -> list[str]:
-        """The lines that explain a failing step: the case, the calls before, the state, the difference."""
-        earlier = [f"{s.op.text()} -> {s.expected}" for s in self.steps[:-1]]
-        lines = [f"{where}:", f"  {self.case.describe()}"]
+        """The lines that explain a failing step: the case, the calls before, the state, the difference.
+
+        Rendered as they are made (a subclass may edit them): :meth:`earlier_call` and :meth:`state_notes`
+        are what a chapter that adds calls or state changes, rather than the lines.
+        """
+        earlier = [self.earlier_call(s) for s in self.steps[:-1]]
+        lines = [str(tr("{case}:", case=where)), f"  {self.case.describe()}"]
         if earlier:
             cut = earlier[-EARLIER_SHOWN:]
-            lines.append("  earlier calls (both agreed): " + ("..., " if len(cut) < len(earlier) else "")
-                         + "; ".join(cut))
-        lines.append(f"  before: tables {tables_text(step.before.tables, step.counts_before)}, free queue "
-                     f"{short(step.before.free_queue, 70)}")
-        lines.append(f"  call: {step.op.text()}" + self.call_detail(step))
-        return lines + ["    " + p for p in step.problems]
+            calls = ("..., " if len(cut) < len(earlier) else "") + "; ".join(cut)
+            agreed = tr("earlier calls (both agreed): {calls}", calls=calls)
+            lines.append(f"  {agreed}")
+        notes = "".join(str(tr(", {item}", item=note)) for note in self.state_notes(step))
+        before = tr("before: tables {tables}, free queue {queue}{notes}", notes=notes,
+                    tables=tables_text(step.before.tables, step.counts_before), queue=short(step.before.free_queue, 70))
+        call = tr("call: {call}{detail}", call=step.op.text(), detail=self.call_detail(step))
+        lines += [f"  {before}", f"  {call}"]
+        return lines + [f"    {p}" for p in step.problems]
 
-    def call_detail(self, step: Step) -> str:
+    def earlier_call(self, step: Step) -> str:
+        """One earlier call in the report, with the package's answer: ``admit('a', 7) -> [7, 1]``."""
+        return f"{step.op.text()} -> {step.expected}"
+
+    def state_notes(self, step: Step) -> list[Message]:
+        """What else the report's "before" line shows of the state before the call (nothing here)."""
+        return []
+
+    def call_detail(self, step: Step) -> Message | str:
         op = step.op
         if op.kind == "admit":
-            return f" (a sequence of {self.records[op.seq].num_tokens} tokens, holding none)"
+            return tr(" (a sequence of {tokens} tokens, holding none)", tokens=self.records[op.seq].num_tokens)
         if op.kind == "grow":
-            return f" ({op.seq!r} holds {step.tokens_before} tokens; room for {step.tokens_before + op.tokens})"
+            return tr(" ({seq!r} holds {tokens} tokens; room for {room})", seq=op.seq, tokens=step.tokens_before,
+                      room=step.tokens_before + op.tokens)
         return ""
 
 
 def tables_text(tables: dict[Hashable, list[int]], counts: dict[Hashable, int] | None = None) -> str:
-    """``{'a': [7, 1] (8 tokens)}``: the tables by sequence id, with each one's token count when given."""
+    """``{'a': [7, 1] (8 tokens)}``: the tables by sequence id, with each one's token count when given.
+
+    Rendered now, in the reader's language (it is clipped).
+    """
     if not tables:
-        return "{} (none)"
-    parts = [f"{seq!r}: {ids}" + (f" ({counts[seq]} tokens)" if counts and seq in counts else "")
-             for seq, ids in tables.items()]
+        return str(tr("{{}} (none)"))
+    parts = [str(tr("{seq!r}: {ids} ({count} tokens)", seq=seq, ids=ids, count=counts[seq]))
+             if counts and seq in counts else f"{seq!r}: {ids}" for seq, ids in tables.items()]
     return clip("{" + ", ".join(parts) + "}", 160)
+
+
+def tokens_text(n: int) -> Message:
+    """``1 token``, ``3 tokens``."""
+    return tr("{n} token", n=n) if n == 1 else tr("{n} tokens", n=n)
+
+
+def free_slots_text(n: int) -> Message:
+    """``1 free slot``, ``3 free slots``."""
+    return tr("{n} free slot", n=n) if n == 1 else tr("{n} free slots", n=n)
 
 
 def plural(n: int, word: str) -> str:
@@ -677,7 +765,7 @@ def takes_a_block_always(cls: type) -> bool:
 class NotLoaded(Exception):
     """The reader's file gives no BlockManager to grade; the message says why. ``stub``: it is not written yet."""
 
-    def __init__(self, message: str, *, stub: bool = False) -> None:
+    def __init__(self, message: Message, *, stub: bool = False) -> None:
         super().__init__(message)
         self.stub = stub
 
@@ -686,20 +774,22 @@ def load_manager_class(path: str | Path) -> type:
     """The ``BlockManager`` class of the reader's file, checked to be built on :class:`ManagerBase`."""
     path = Path(path)
     if not path.exists():
-        raise NotLoaded(f"{path} does not exist: run the %%writefile cell above", stub=True)
+        raise NotLoaded(tr("{path} does not exist: run the %%writefile cell above", path=path), stub=True)
     try:
         module = load_file(path)
     except Exception as exc:   # noqa: BLE001 (a reader's file can raise anything on import)
-        raise NotLoaded(f"importing {path} {describe_exception(exc)}") from exc
+        raise NotLoaded(tr("importing {path} {error}", path=path, error=describe_exception(exc))) from exc
     cls = getattr(module, "BlockManager", None)
     if not (isinstance(cls, type) and issubclass(cls, ManagerBase)):
-        found = ("defines no BlockManager" if cls is None else "defines a BlockManager that is not a class built on "
-                 "ManagerBase" if isinstance(cls, type) else f"defines BlockManager as {short(cls)}, not a class")
-        raise NotLoaded(f"{path} {found}: write `class BlockManager(ManagerBase):` (ManagerBase keeps the tables "
-                        f"and answers the questions; your class makes the decisions)")
+        found = (tr("defines no BlockManager") if cls is None else
+                 tr("defines a BlockManager that is not a class built on ManagerBase") if isinstance(cls, type) else
+                 tr("defines BlockManager as {value}, not a class", value=short(cls)))
+        raise NotLoaded(tr("{path} {found}: write `class BlockManager(ManagerBase):` (ManagerBase keeps the tables and "
+                           "answers the questions; your class makes the decisions)", path=path, found=found))
     missing = [m for m in ("admit", "grow", "release") if not callable(getattr(cls, m, None))]
     if missing:
-        raise NotLoaded(f"your BlockManager has no {', '.join(missing)}: the scheduler calls admit, grow and release")
+        raise NotLoaded(tr("your BlockManager has no {methods}: the scheduler calls admit, grow and release",
+                           methods=str(tr(", ")).join(missing)))
     return cls
 
 
@@ -718,8 +808,9 @@ def build_pair(cls: type, case: ManagerCase, path: Path, where: str,
     try:
         return pair(cls, case, path)
     except Exception as exc:   # noqa: BLE001 (the reader's constructor)
-        raise Mismatch([f"{where}: BlockManager(pool, None, watermark_blocks={case.watermark_blocks}) "
-                        f"{describe_exception(exc)} (ManagerBase's constructor takes these: keep it)"]) from exc
+        raise Mismatch([tr("{case}: BlockManager(pool, None, watermark_blocks={watermark}) {error} (ManagerBase's "
+                           "constructor takes these: keep it)", case=where, watermark=case.watermark_blocks,
+                           error=describe_exception(exc))]) from exc
 
 
 def run_case(cls: type, case: ManagerCase, path: Path, where: str,
@@ -759,7 +850,7 @@ def hidden_machine(cls: type, path: Path, pair: type[ManagerPair] = ManagerPair)
             """A pool whose free queue is a seeded shuffle; up to 3 blocks held by requests outside the run."""
             runs[0] += 1
             order = random.Random(seed).sample(range(num_blocks), num_blocks)
-            case = ManagerCase(f"hidden case {runs[0]}", num_blocks, size,
+            case = ManagerCase(tr("hidden case {n}", n=runs[0]), num_blocks, size,
                                tuple(order[:max(1, num_blocks - held_elsewhere)]), watermark_blocks=watermark)
             self.pair = build_pair(cls, case, path, case.name, pair)
             self.next_id = 0
@@ -777,8 +868,8 @@ def hidden_machine(cls: type, path: Path, pair: type[ManagerPair] = ManagerPair)
         def do(self, op: Op) -> None:
             step = self.pair.do(op)
             if step.problems:
-                raise Mismatch(self.pair.report(step, f"{self.pair.case.name} (seeded random calls), call "
-                                                      f"{len(self.pair.steps)}"))
+                raise Mismatch(self.pair.report(step, tr("{case} (seeded random calls), call {call}",
+                                                         case=self.pair.case.name, call=len(self.pair.steps))))
 
         @rule(data=st.data())
         def admit_one(self, data: st.DataObject) -> None:
@@ -815,6 +906,13 @@ def hidden_machine(cls: type, path: Path, pair: type[ManagerPair] = ManagerPair)
 HIDDEN_SETTINGS = settings(max_examples=HIDDEN_RUNS, stateful_step_count=HIDDEN_STEPS, derandomize=True,
                            database=None, deadline=None, phases=(Phase.generate,), report_multiple_bugs=False,
                            suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, print_blob=False)
+
+
+HIDDEN_SEED = int("618975931545351544720188214503643793122063357171923980326145364362506176622449909987744244615952"
+                  "7888820870080547220")
+"""The seed of chapter 2's hidden runs. A derandomized run draws from a hash of the machine's source, so a line of
+it reworded (translated) would change every hidden call; this is the seed that source gave, so the hidden calls
+stay the ones the chapter's hidden runs have always made."""
 
 
 def _first_mismatch(exc: BaseException) -> Mismatch | None:
@@ -861,9 +959,12 @@ def run_hidden(cls: type, path: Path, machine: Callable[[type, Path], type[RuleB
                runs: settings = HIDDEN_SETTINGS) -> list[str]:
     """The hidden runs of ``machine`` (chapter 2's, or a later chapter's) under ``runs``: the lines explaining the
     first difference, or [] when every call agreed."""
+    factory = machine(cls, path)
+    if machine is hidden_machine:       # chapter 2's own: its seed, not its source's (a later chapter's keeps its own)
+        factory = seed(HIDDEN_SEED)(factory)
     try:
         with without_local_constants():
-            run_state_machine_as_test(machine(cls, path), settings=runs)
+            run_state_machine_as_test(factory, settings=runs)
     except Exception as exc:   # noqa: BLE001 (a Mismatch, or the reader's code failing the run some other way)
         found = _first_mismatch(exc)
         if found is None:
@@ -886,17 +987,20 @@ def check_block_manager(path: str | Path = MANAGER_FILE) -> bool:
     except NotLoaded as exc:
         return report(MANAGER_NAME, [], not_solved=str(exc)) if exc.stub else report(MANAGER_NAME, [str(exc)])
     if is_stub(cls):
-        return report(MANAGER_NAME, [], not_solved="admit is not written yet: it raises NotImplementedError")
+        return report(MANAGER_NAME, [], not_solved=tr("admit is not written yet: it raises NotImplementedError"))
     failing = [(case, lines) for case in MANAGER_CASES if (lines := run_case(cls, case, path, case.name))]
-    if failing:
-        (_, lines), also = failing[0], [f'"{case.name}"' for case, _ in failing[1:]]
-        return report(MANAGER_NAME, lines + ([f"also wrong: {', '.join(also)}"] if also else []))
+    if failing:     # the names rendered now: join reads the text
+        (_, lines), also = failing[0], [str(tr('"{case}"', case=case.name)) for case, _ in failing[1:]]
+        return report(MANAGER_NAME, lines + ([tr("also wrong: {cases}", cases=str(tr(", ")).join(also))] if also
+                                             else []))
     hidden = run_hidden(cls, path)
     if hidden:
         return report(MANAGER_NAME, hidden)
     mark_passed(path)
     report(MANAGER_NAME, [], shown=len(MANAGER_CASES), hidden=HIDDEN_RUNS)
-    print(f"  {path} is marked passed: load_parts() now gives the engine your BlockManager (until you change the file)")
+    marked = tr("{path} is marked passed: load_parts() now gives the engine your BlockManager (until you change the "
+                "file)", path=path)
+    print(f"  {marked}")
     return True
 
 

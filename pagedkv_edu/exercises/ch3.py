@@ -21,6 +21,7 @@ from ..attention.reference import prefix_causal_sdpa
 from ..engine.guards import PartError
 from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_slots, edge_length, random_table
 from .grading import Raised, Reader, describe_exception, seeded, short
+from .messages import Message, tr
 from .my_engine import PARTS, function_in, grade_part
 from .solutions import ch3 as reference
 
@@ -38,7 +39,7 @@ MAX_SHOWN = 4  # wrong positions printed per failing case
 
 @dataclass(frozen=True)
 class GatherCase:
-    name: str
+    name: Message
     num_blocks: int
     block_size: int
     block_table: tuple[int, ...]
@@ -50,11 +51,11 @@ class GatherCase:
 
 
 GATHER_CASES: tuple[GatherCase, ...] = (
-    GatherCase("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4", 8, 4, (7, 1, 3), 9),
-    GatherCase("a full last block: 8 tokens in [5, 2], block size 4", 8, 4, (5, 2), 8),
-    GatherCase("one token", 6, 16, (4,), 1),
-    GatherCase("block size 1: [3, 0, 2]", 5, 1, (3, 0, 2), 3),
-    GatherCase("a table longer than the sequence ([6, 0, -1, -1]: unused entries)", 8, 8, (6, 0, -1, -1), 11),
+    GatherCase(tr("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4"), 8, 4, (7, 1, 3), 9),
+    GatherCase(tr("a full last block: 8 tokens in [5, 2], block size 4"), 8, 4, (5, 2), 8),
+    GatherCase(tr("one token"), 6, 16, (4,), 1),
+    GatherCase(tr("block size 1: [3, 0, 2]"), 5, 1, (3, 0, 2), 3),
+    GatherCase(tr("a table longer than the sequence ([6, 0, -1, -1]: unused entries)"), 8, 8, (6, 0, -1, -1), 11),
 )
 
 CACHE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -70,8 +71,9 @@ def _draw_gather_case(rng: random.Random, i: int) -> GatherCase:
     num_blocks = used + rng.randint(1, 6)
     table = random_table(rng, num_blocks, used) + rng.choice([[], [-1], [-1, -1]])
     dtype = CACHE_DTYPES[i % len(CACHE_DTYPES)]
-    return GatherCase(f"hidden case {i + 1}: {seq_len} tokens in table {table}, block size {b}, "
-                      f"{num_blocks} blocks, {str(dtype).removeprefix('torch.')} cache",
+    return GatherCase(tr("hidden case {n}: {tokens} tokens in table {table}, block size {block_size}, {blocks} blocks, "
+                         "{dtype} cache", n=i + 1, tokens=seq_len, table=table, block_size=b, blocks=num_blocks,
+                         dtype=str(dtype).removeprefix("torch.")),
                       num_blocks, b, tuple(table), seq_len, dtype, rng.randint(1, 3), rng.randint(2, 5),
                       _HIDDEN_SEED * 1000 + i)
 
@@ -103,14 +105,16 @@ def _slot_of(row: torch.Tensor, flat: torch.Tensor) -> int | None:
     return int(hits[0]) if len(hits) else None
 
 
-def _describe_slot(slot: int | None, row: torch.Tensor, block_size: int, owned: Sequence[int]) -> str:
+def _describe_slot(slot: int | None, row: torch.Tensor, block_size: int, owned: Sequence[int]) -> Message:
     """``slot 23 (block 5, offset 3, a block this sequence does not own)``: where a row came from."""
     if slot is None:
         first = float(row.flatten()[0]) if row.numel() else math.nan
-        return f"a row that is not any slot's (first value {first:.4g})"
+        return tr("a row that is not any slot's (first value {first:.4g})", first=first)
     block, offset = divmod(slot, block_size)
-    mine = "" if block in owned else ", a block this sequence does not own"
-    return f"slot {slot} (block {block}, offset {offset}{mine})"
+    if block in owned:
+        return tr("slot {slot} (block {block}, offset {offset})", slot=slot, block=block, offset=offset)
+    return tr("slot {slot} (block {block}, offset {offset}, a block this sequence does not own)", slot=slot,
+              block=block, offset=offset)
 
 
 def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
@@ -119,49 +123,55 @@ def _run_gather(fn: Reader, case: GatherCase) -> list[str]:
     try:
         got = fn(cache.clone(), list(case.block_table), case.seq_len)
     except Raised as exc:
-        hint = ""
+        error = exc.args[0]
         if case.seq_len == 0:
-            hint = " (the sequence is empty: the answer is a tensor with 0 rows)"
-        elif isinstance(exc.error, IndexError):
-            hint = (f" (the cache holds {case.num_blocks * case.block_size} slots: {case.num_blocks} blocks, and the "
-                    f"block size here is {case.block_size}, cache.shape[1])")
-        return [str(exc) + hint]
+            return [tr("{error} (the sequence is empty: the answer is a tensor with 0 rows)", error=error)]
+        if isinstance(exc.error, IndexError):
+            return [tr("{error} (the cache holds {slots} slots: {blocks} blocks, and the block size here is "
+                       "{block_size}, cache.shape[1])", error=error, slots=case.num_blocks * case.block_size,
+                       blocks=case.num_blocks, block_size=case.block_size)]
+        return [error]
     if not isinstance(got, torch.Tensor):
-        return [f"expected a tensor of shape {tuple(expected.shape)}, got {short(got)}"]
+        return [tr("expected a tensor of shape {shape}, got {got}", shape=tuple(expected.shape), got=short(got))]
     if got.shape != expected.shape:
-        line = f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
         if got.dim() == 3 and got.shape[0] == -(-case.seq_len // case.block_size) * case.block_size:
-            line += " (whole blocks: the empty tail of the last block is not part of the sequence)"
-        return [line]
+            return [tr("expected shape {expected}, got {got} (whole blocks: the empty tail of the last block is not "
+                       "part of the sequence)", expected=tuple(expected.shape), got=tuple(got.shape))]
+        return [tr("expected shape {expected}, got {got}", expected=tuple(expected.shape), got=tuple(got.shape))]
     if got.dtype != cache.dtype:
-        same = torch.equal(got, expected.to(got.dtype))
-        return [f"dtype: the cache is {cache.dtype} but the result is {got.dtype}. A gather copies rows, it "
-                f"does not convert them: create the result with dtype=cache.dtype, or index the cache"
-                + (" (the rows are the right ones otherwise)" if same else "")]
+        if torch.equal(got, expected.to(got.dtype)):
+            return [tr("dtype: the cache is {cache} but the result is {result}. A gather copies rows, it does not "
+                       "convert them: create the result with dtype=cache.dtype, or index the cache (the rows are the "
+                       "right ones otherwise)", cache=cache.dtype, result=got.dtype)]
+        return [tr("dtype: the cache is {cache} but the result is {result}. A gather copies rows, it does not convert "
+                   "them: create the result with dtype=cache.dtype, or index the cache", cache=cache.dtype,
+                   result=got.dtype)]
     wrong = [p for p in range(case.seq_len) if not torch.equal(got[p], expected[p])]
     if not wrong:
         return []
     flat = cache.reshape(-1, case.num_kv_heads, case.head_dim)
     slots = [_slot_of(got[p], flat) for p in range(case.seq_len)]
     owned = case.block_table[: -(-case.seq_len // case.block_size)]
-    lines = []
+    lines: list[str] = []
     if all(s is not None for s in slots):
         cause = diagnose_slots(case.block_table, case.block_size, range(case.seq_len), slots)
         lines += [cause] if cause else []
-    lines.append(f"{len(wrong)} of {case.seq_len} positions wrong")
+    lines.append(tr("{wrong} of {total} positions wrong", wrong=len(wrong), total=case.seq_len))
     for p in wrong[:MAX_SHOWN]:
-        lines.append(f"  position {p}: expected "
-                     f"{_describe_slot(_slot_of(expected[p], flat), expected[p], case.block_size, owned)}, "
-                     f"got {_describe_slot(slots[p], got[p], case.block_size, owned)}")
+        line = tr("position {p}: expected {expected}, got {got}", p=p,
+                  expected=_describe_slot(_slot_of(expected[p], flat), expected[p], case.block_size, owned),
+                  got=_describe_slot(slots[p], got[p], case.block_size, owned))
+        lines.append(f"  {line}")
     if len(wrong) > MAX_SHOWN:
-        lines.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
+        more = tr("... and {more} more", more=len(wrong) - MAX_SHOWN)
+        lines.append(f"  {more}")
     return lines
 
 
 def _gather_in(path: str | Path) -> tuple[GatherFn | None, str]:
     """The ``gather_kv`` a reader's file defines, or None and why not, in words the grader prints."""
-    return function_in(path, "gather_kv", "(cache, block_table, seq_len)", (reference.gather_kv, shipped_gather_kv),
-                       "gather")
+    return function_in(path, "gather_kv", "(cache, block_table, seq_len)",  # en: not shown to readers (code)
+                       (reference.gather_kv, shipped_gather_kv), tr("gather"))
 
 
 def check_gather_kv(fn: GatherFn | str | Path) -> bool:
@@ -173,12 +183,12 @@ def check_gather_kv(fn: GatherFn | str | Path) -> bool:
     (:func:`~pagedkv_edu.exercises.my_engine.load_parts`, :func:`gather_attention`).
     """
     return grade_part(GATHER_NAME, fn, GATHER_CASES, HIDDEN_GATHER_CASES, _run_gather, _gather_in,
-                      passed="chapter 5's decoder gathers through it")
+                      passed=tr("chapter 5's decoder gathers through it"))
 
 
 # --- the reader's gather, as the decoder's attention (chapter 5 and the last chapter) ---------------------
 
-def _gathered_problem(got: Any, cache: torch.Tensor, table: Sequence[int], length: int) -> str | None:
+def _gathered_problem(got: Any, cache: torch.Tensor, table: Sequence[int], length: int) -> Message | None:
     """What is wrong with a gather's answer for one sequence, or None.
 
     A gather copies rows, so its answer must equal the shipped gather's bit for bit (NaN where a
@@ -186,14 +196,22 @@ def _gathered_problem(got: Any, cache: torch.Tensor, table: Sequence[int], lengt
     """
     want = shipped_gather_kv(cache, table, length)
     if not isinstance(got, torch.Tensor):
-        return f"returned {short(got)}, not a tensor of shape {tuple(want.shape)}"
-    differ = [f"{what} {mine}, the engine needs {need}" for what, mine, need in (
-        ("shape", tuple(got.shape), tuple(want.shape)), ("dtype", got.dtype, want.dtype),
-        ("device", got.device, want.device)) if mine != need]
+        return tr("returned {got}, not a tensor of shape {shape}", got=short(got), shape=tuple(want.shape))
+    differ: list[Message] = []
+    if tuple(got.shape) != tuple(want.shape):
+        differ.append(tr("shape {mine}, the engine needs {need}", mine=tuple(got.shape), need=tuple(want.shape)))
+    if got.dtype != want.dtype:
+        differ.append(tr("dtype {mine}, the engine needs {need}", mine=got.dtype, need=want.dtype))
+    if got.device != want.device:
+        differ.append(tr("device {mine}, the engine needs {need}", mine=got.device, need=want.device))
     if differ:
-        hint = (" (whole blocks: the empty tail of the last block is not part of the sequence)"
-                if tuple(got.shape[1:]) == tuple(want.shape[1:]) and got.shape[0] == len(table) * cache.shape[1] else "")
-        return "returned " + "; ".join(differ) + hint
+        problems = differ[0]
+        for more in differ[1:]:     # "a; b; c", each part rendered in the reader's language when printed
+            problems = tr("{problems}; {problem}", problems=problems, problem=more)
+        if tuple(got.shape[1:]) == tuple(want.shape[1:]) and got.shape[0] == len(table) * cache.shape[1]:
+            return tr("returned {problems} (whole blocks: the empty tail of the last block is not part of the "
+                      "sequence)", problems=problems)
+        return tr("returned {problems}", problems=problems)
     same = (got == want) | (got.isnan() & want.isnan())
     wrong = (~same).flatten(1).any(1).nonzero().flatten().tolist()
     if not wrong:
@@ -203,10 +221,14 @@ def _gathered_problem(got: Any, cache: torch.Tensor, table: Sequence[int], lengt
     slots = [_slot_of(got[p], flat) for p in wrong]
     p, slot = wrong[0], slots[0]
     entry = p // block_size
-    line = (f"position {p} (table entry {entry}: block {table[entry]}, slot {table[entry] * block_size + p % block_size}) "
-            f"holds {_describe_slot(slot, got[p], block_size, table)}; {len(wrong)} of {length} positions wrong")
+    where = dict(p=p, entry=entry, block=table[entry], slot=table[entry] * block_size + p % block_size,
+                 holds=_describe_slot(slot, got[p], block_size, table), wrong=len(wrong), length=length)
     cause = diagnose_slots(table, block_size, wrong, slots) if None not in slots else None
-    return line + (f" ({cause})" if cause else "")
+    if cause:
+        return tr("position {p} (table entry {entry}: block {block}, slot {slot}) holds {holds}; {wrong} of {length} "
+                  "positions wrong ({cause})", cause=cause, **where)
+    return tr("position {p} (table entry {entry}: block {block}, slot {slot}) holds {holds}; {wrong} of {length} "
+              "positions wrong", **where)
 
 
 def _writes(cache: torch.Tensor) -> int | None:
@@ -216,7 +238,7 @@ def _writes(cache: torch.Tensor) -> int | None:
 
 
 def gather_attention(gather_kv: GatherFn, name: str = "your_gather",
-                     part: str = f"your gather_kv ({GATHER_FILE})") -> Callable[..., torch.Tensor]:
+                     part: str = tr("your gather_kv ({file})", file=GATHER_FILE)) -> Callable[..., torch.Tensor]:
     """An attention function (the engine's ``backend``) that gathers each sequence's K/V with ``gather_kv``
     and attends causally after its cached prefix: chapter 3's torch attention, in the model.
 
@@ -232,18 +254,19 @@ def gather_attention(gather_kv: GatherFn, name: str = "your_gather",
     bad value; whatever the gather raises is reported the same way, its cause kept.
     """
     def gathered(cache: torch.Tensor, what: str, s: int, table: list[int], length: int) -> torch.Tensor:
-        call = f"the step's sequence {s}, its {what}: gather_kv({what.lower()}_cache, {short(table, 40)}, {length})"
+        call = tr("the step's sequence {s}, its {what}: gather_kv({cache}, {table}, {length})", s=s, what=what,
+                  cache=f"{what.lower()}_cache", table=short(table, 40), length=length)
         version = _writes(cache)
         try:
             got = gather_kv(cache, table, length)
         except Exception as exc:   # noqa: BLE001 (a reader's code can raise anything: name it, keep the cause)
-            raise PartError(f"{part}: {call} {describe_exception(exc)}") from exc
+            raise PartError(tr("{part}: {call} {error}", part=part, call=call, error=describe_exception(exc))) from exc
         if _writes(cache) != version:
-            raise PartError(f"{part}: {call} wrote into the cache: a gather only reads it (every sequence's "
-                            f"K/V lives there)")
+            raise PartError(tr("{part}: {call} wrote into the cache: a gather only reads it (every sequence's K/V "
+                               "lives there)", part=part, call=call))
         problem = _gathered_problem(got, cache, table, length)
         if problem is not None:
-            raise PartError(f"{part}: {call}: {problem}")
+            raise PartError(tr("{part}: {call}: {problem}", part=part, call=call, problem=problem))
         return got
 
     def attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,

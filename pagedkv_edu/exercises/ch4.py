@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .grading import Raised, Reader, grade, grade_in_order, seeded, short
+from .messages import Message, tr
 from .solutions import ch4 as reference
 
 
@@ -22,7 +23,7 @@ from .solutions import ch4 as reference
 
 @dataclass(frozen=True)
 class SoftmaxCase:
-    name: str
+    name: Message
     tiles: tuple[int, ...]  # tokens per tile
     offset_per_tile: float  # tile t's scores are centred on base + t * offset: positive = the max keeps growing
     base: float = 0.0
@@ -34,13 +35,14 @@ class SoftmaxCase:
 
 
 SOFTMAX_CASES: tuple[SoftmaxCase, ...] = (
-    SoftmaxCase("random scores, four tiles of 8", (8, 8, 8, 8), 0.0),
-    SoftmaxCase("the max grows every tile (old sums must be rescaled)", (4, 4, 4), 3.0),
-    SoftmaxCase("the max shrinks after the first tile", (4, 4, 4), -3.0),
-    SoftmaxCase("scores near 1,000 (exp overflows without the running max)", (4, 4), 5.0, base=1000.0),
-    SoftmaxCase("a ragged last tile padded with -inf", (8, 8, 8), 0.0, mask_last=True),
-    SoftmaxCase("one tile", (16,), 0.0),
-    SoftmaxCase("a last tile of only padding (-inf): a tile-local max gives NaN", (4, 4, 1), 0.0, mask_last=True),
+    SoftmaxCase(tr("random scores, four tiles of 8"), (8, 8, 8, 8), 0.0),
+    SoftmaxCase(tr("the max grows every tile (old sums must be rescaled)"), (4, 4, 4), 3.0),
+    SoftmaxCase(tr("the max shrinks after the first tile"), (4, 4, 4), -3.0),
+    SoftmaxCase(tr("scores near 1,000 (exp overflows without the running max)"), (4, 4), 5.0, base=1000.0),
+    SoftmaxCase(tr("a ragged last tile padded with -inf"), (8, 8, 8), 0.0, mask_last=True),
+    SoftmaxCase(tr("one tile"), (16,), 0.0),
+    SoftmaxCase(tr("a last tile of only padding (-inf): a tile-local max gives NaN"), (4, 4, 1), 0.0,
+                mask_last=True),
 )
 
 # Relative and (relative to the largest value) absolute tolerance of each dtype's state.
@@ -52,9 +54,9 @@ _HIDDEN_SEED = 5
 
 def _draw_softmax_case(rng: random.Random, i: int) -> SoftmaxCase:
     tiles = tuple(rng.choice((1, 2, 3, 5, 6, 7, 8, 12, 16)) for _ in range(rng.randint(1, 4)))
-    return SoftmaxCase(f"hidden case {i + 1}", tiles, rng.uniform(-4, 4), rng.choice((0.0, 0.0, -30.0, 50.0, 1000.0)),
-                       rng.random() < 0.3, rng.randint(1, 4), rng.randint(1, 6), _HIDDEN_SEED * 1000 + i,
-                       (torch.float64, torch.float32)[i % 2])
+    return SoftmaxCase(tr("hidden case {n}", n=i + 1), tiles, rng.uniform(-4, 4),
+                       rng.choice((0.0, 0.0, -30.0, 50.0, 1000.0)), rng.random() < 0.3, rng.randint(1, 4),
+                       rng.randint(1, 6), _HIDDEN_SEED * 1000 + i, (torch.float64, torch.float32)[i % 2])
 
 
 HIDDEN_SOFTMAX_CASES = seeded(40, _HIDDEN_SEED, _draw_softmax_case)
@@ -80,27 +82,28 @@ def initial_state(group: int, head_dim: int,
             torch.zeros(group, head_dim, dtype=dtype))
 
 
-_QUANTITIES = ("m (running max)", "l (running sum)", "acc (running output)")
+_QUANTITIES = (tr("m (running max)"), tr("l (running sum)"), tr("acc (running output)"))
 
 
 def _state_diff(got: object, want: tuple[torch.Tensor, ...], dtype: torch.dtype) -> list[str]:
     """What is wrong with the returned state: its form, its dtype, or its values and by how much."""
     if not isinstance(got, (tuple, list)) or len(got) != 3:
-        return [f"expected a tuple (m, l, acc), got {short(got)}"]
+        return [tr("expected a tuple (m, l, acc), got {got}", got=short(got))]
     rtol, atol = TOLERANCE[dtype]
     diffs = []
     dtypes = {g.dtype for g in got if isinstance(g, torch.Tensor)}
     if len(dtypes) == 1 and dtype not in dtypes and all(isinstance(g, torch.Tensor) for g in got):
-        return [f"dtype: m, l and acc are {dtypes.pop()}, but the state and the inputs are {dtype}: "
-                f"keep the state in the dtype it was given"]
+        return [tr("dtype: m, l and acc are {got}, but the state and the inputs are {dtype}: "
+                   "keep the state in the dtype it was given", got=dtypes.pop(), dtype=dtype)]
     for name, g, w in zip(_QUANTITIES, got, want):
         if not isinstance(g, torch.Tensor) or g.shape != w.shape:
             shape = tuple(g.shape) if isinstance(g, torch.Tensor) else short(g)
-            diffs.append(f"{name}: expected shape {tuple(w.shape)}, got {shape}")
+            diffs.append(tr("{name}: expected shape {expected}, got {shape}", name=name, expected=tuple(w.shape),
+                            shape=shape))
             continue
         if g.dtype != dtype:
-            diffs.append(f"{name}: dtype {g.dtype}, but the state and the inputs are {dtype}: "
-                         f"keep the state in the dtype it was given")
+            diffs.append(tr("{name}: dtype {got}, but the state and the inputs are {dtype}: "
+                            "keep the state in the dtype it was given", name=name, got=g.dtype, dtype=dtype))
             continue
         g64 = g.double()
         err = (g64 - w).abs()
@@ -108,18 +111,26 @@ def _state_diff(got: object, want: tuple[torch.Tensor, ...], dtype: torch.dtype)
         if not bad.any():
             continue
         row = int(bad.reshape(w.shape[0], -1).any(1).nonzero()[0])   # first query head that differs
-        where = f"head {row}: " if w.dim() > 1 else ""
-        line = (f"{name}: {where}expected {_short(w[row] if w.dim() > 1 else w)}, "
-                f"got {_short(g[row] if w.dim() > 1 else g)}")
-        if not torch.isfinite(g64).all():
-            line += " (not finite: did exp overflow? subtract the running max before exponentiating)"
+        expected, got_values = (_short(w[row]), _short(g[row])) if w.dim() > 1 else (_short(w), _short(g))
+        if w.dim() > 1:
+            values = tr("{name}: head {row}: expected {expected}, got {got}", name=name, row=row, expected=expected,
+                        got=got_values)
         else:
-            rel = float((err / w.abs().clamp_min(atol * float(w.abs().max()) or 1e-300)).max())
-            line += (f"; max abs error {float(err.max()):.2g}, max rel error {rel:.2g} "
-                     f"({str(dtype).removeprefix('torch.')} allows about {rtol:g})")
-            if dtype == torch.float64 and rel < 1e-5:
-                line += ": an error of float32 size, is part of your computation in float32?"
-        diffs.append(line)
+            values = tr("{name}: expected {expected}, got {got}", name=name, expected=expected, got=got_values)
+        if not torch.isfinite(g64).all():
+            diffs.append(tr("{values} (not finite: did exp overflow? subtract the running max before "
+                            "exponentiating)", values=values))
+            continue
+        rel = float((err / w.abs().clamp_min(atol * float(w.abs().max()) or 1e-300)).max())
+        fields = dict(values=values, abs_error=float(err.max()), rel_error=rel,
+                      dtype=str(dtype).removeprefix("torch."), rtol=rtol)
+        if dtype == torch.float64 and rel < 1e-5:
+            diffs.append(tr("{values}; max abs error {abs_error:.2g}, max rel error {rel_error:.2g} ({dtype} allows "
+                            "about {rtol:g}): an error of float32 size, is part of your computation in float32?",
+                            **fields))
+        else:
+            diffs.append(tr("{values}; max abs error {abs_error:.2g}, max rel error {rel_error:.2g} ({dtype} allows "
+                            "about {rtol:g})", **fields))
     return diffs
 
 
@@ -132,17 +143,21 @@ def _run_softmax(fn: Reader, case: SoftmaxCase) -> list[str]:
     scores, values = softmax_case_data(case)
     got_state = initial_state(case.group, case.head_dim, case.dtype)
     want_state = initial_state(case.group, case.head_dim, torch.float64)
-    kind = (f"{str(case.dtype).removeprefix('torch.')}, G = {case.group} heads, D = {case.head_dim}, "
-            f"tiles of {list(case.tiles)} tokens" + (f", scores around {case.base:g}" if case.base else ""))
+    shape = dict(dtype=str(case.dtype).removeprefix("torch."), group=case.group, head_dim=case.head_dim,
+                 tiles=list(case.tiles))
+    kind = (tr("{dtype}, G = {group} heads, D = {head_dim}, tiles of {tiles} tokens, scores around {base:g}",
+               base=case.base, **shape) if case.base else
+            tr("{dtype}, G = {group} heads, D = {head_dim}, tiles of {tiles} tokens", **shape))
     for t, (s, v) in enumerate(zip(scores, values)):
         want_state = reference.online_softmax_update(*want_state, s.double(), v.double())
         try:
             got_state = fn(*(x.clone() for x in got_state), s.clone(), v.clone())
         except Raised as exc:
-            return [f"tile {t + 1} ({kind}): {exc}"]
+            return [tr("tile {tile} ({kind}): {error}", tile=t + 1, kind=kind, error=exc.args[0])]
         diff = _state_diff(got_state, want_state, case.dtype)
         if diff:   # later tiles start from a wrong state; the first difference is the lesson
-            return [f"after tile {t + 1} of {len(scores)} ({kind}):"] + ["  " + line for line in diff]
+            return [tr("after tile {tile} of {tiles} ({kind}):", tile=t + 1, tiles=len(scores), kind=kind)] + \
+                [f"  {line}" for line in diff]
     return []
 
 
@@ -172,15 +187,16 @@ from .ch4_triton import Case, Forbidden, _capture, _dot_floor, _first_mismatch, 
 
 
 def _pad_copy_cases() -> list[Case]:
-    cases = [Case("10 values, blocks of 4, 3 programs (the last block is ragged)", dict(n=10, block=4, programs=3)),
-             Case("8 values, one block of 8 (nothing to mask)", dict(n=8, block=8, programs=1)),
-             Case("1 value, blocks of 4, 2 programs (the second program has nothing to copy)",
+    cases = [Case(tr("10 values, blocks of 4, 3 programs (the last block is ragged)"), dict(n=10, block=4, programs=3)),
+             Case(tr("8 values, one block of 8 (nothing to mask)"), dict(n=8, block=8, programs=1)),
+             Case(tr("1 value, blocks of 4, 2 programs (the second program has nothing to copy)"),
                   dict(n=1, block=4, programs=2))]
     rng = random.Random(41)
     for i in range(3):
         block = rng.choice((2, 4, 8, 16))
         n = rng.randint(1, 40)
-        cases.append(Case(f"hidden case {i + 1} (seeded random): {n} values, blocks of {block}",
+        cases.append(Case(tr("hidden case {n} (seeded random): {count} values, blocks of {block}", n=i + 1, count=n,
+                             block=block),
                           dict(n=n, block=block, programs=-(-n // block) + rng.randint(0, 1), seed=i)))
     return cases
 
@@ -197,7 +213,8 @@ def _pad_copy_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 def try_pad_copy(kernel: object, n: int = 10, block: int = 4, programs: int = 3) -> dict:
     """Run ``kernel[(programs,)](x, out, n, BLOCK=block)`` once; return x, out, the expected out, the problems."""
-    return _try(_run_pad_copy, kernel, [Case("the given arguments", dict(n=n, block=block, programs=programs))], 0)
+    return _try(_run_pad_copy, kernel, [Case(tr("the given arguments"), dict(n=n, block=block, programs=programs))],
+                0)
 
 
 def _run_pad_copy(kernel: object, case: Case) -> list[str]:
@@ -212,14 +229,14 @@ def _run_pad_copy(kernel: object, case: Case) -> list[str]:
     if not bool(bad.any()):
         return []
     i = int(bad.nonzero()[0])
-    lines = [f"out[{i}] (program {i // p['block']}, lane {i % p['block']}): expected {float(expected[i]):.4g}, "
-             f"got {float(got[i]):.4g}"]
+    lines = [tr("out[{i}] (program {program}, lane {lane}): expected {expected:.4g}, got {got:.4g}", i=i,
+                program=i // p["block"], lane=i % p["block"], expected=float(expected[i]), got=float(got[i]))]
     if math.isnan(float(got[i])) and i >= p["n"]:
-        lines.append(f"hint: position {i} is past the n = {p['n']} values, where x holds NaN here: load with "
-                     "mask=offs < n and other=0.0, and store the whole block")
+        lines.append(tr("hint: position {i} is past the n = {n} values, where x holds NaN here: load with "
+                        "mask=offs < n and other=0.0, and store the whole block", i=i, n=p["n"]))
     elif math.isnan(float(got[i])):
-        lines.append(f"hint: nothing was stored at {i}: program pid covers pid * BLOCK .. pid * BLOCK + BLOCK - 1 "
-                     "(offs = pid * BLOCK + tl.arange(0, BLOCK))")
+        lines.append(tr("hint: nothing was stored at {i}: program pid covers pid * BLOCK .. pid * BLOCK + BLOCK - 1 "
+                        "(offs = pid * BLOCK + tl.arange(0, BLOCK))", i=i))
     return lines
 
 
@@ -229,13 +246,14 @@ def check_pad_copy(kernel: object) -> bool:
 
 
 def _gather_cases() -> list[Case]:
-    cases = [Case("5 rows gathered by index [3, 0, 3, 6, 1] from 7, head_dim 4, blocks of 4 rows",
+    cases = [Case(tr("5 rows gathered by index [3, 0, 3, 6, 1] from 7, head_dim 4, blocks of 4 rows"),
                   dict(rows=7, idx=[3, 0, 3, 6, 1], dim=4, block=4)),
-             Case("one row", dict(rows=3, idx=[2], dim=8, block=2))]
+             Case(tr("one row"), dict(rows=3, idx=[2], dim=8, block=2))]
     rng = random.Random(42)
     for i in range(3):
         rows, n = rng.randint(2, 9), rng.randint(1, 11)
-        cases.append(Case(f"hidden case {i + 1} (seeded random): {n} indices into {rows} rows",
+        cases.append(Case(tr("hidden case {n} (seeded random): {count} indices into {rows} rows", n=i + 1, count=n,
+                             rows=rows),
                           dict(rows=rows, idx=[rng.randrange(rows) for _ in range(n)], dim=rng.choice((2, 4, 8)),
                                block=rng.choice((2, 4, 8)), seed=i)))
     return cases
@@ -257,7 +275,7 @@ def _gather_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 def try_gather_rows(kernel: object, idx: tuple[int, ...] = (3, 0, 3, 6, 1), rows: int = 7, dim: int = 4,
                     block: int = 4) -> dict:
     """Run ``kernel[(cdiv(n, block),)](src, idx, out, n, D=dim, BLOCK_N=block)`` once; return src, idx, out."""
-    case = Case("the given arguments", dict(rows=rows, idx=list(idx), dim=dim, block=block))
+    case = Case(tr("the given arguments"), dict(rows=rows, idx=list(idx), dim=dim, block=block))
     return _try(_run_gather, kernel, [case], 0)
 
 
@@ -277,15 +295,17 @@ def _run_gather(kernel: object, case: Case) -> list[str]:
     for i in range(n):
         if not torch.equal(got[i], expected[i]):
             hits = [r for r in range(p["rows"]) if torch.equal(got[i], src.cpu()[r])]
-            what = f"row {hits[0]} of src" if hits else ("NaN (nothing stored)" if bool(torch.isnan(got[i]).all())
-                                                        else "no row of src")
-            return [f"out row {i}: idx[{i}] = {p['idx'][i]}, so expected src row {p['idx'][i]}; got {what}"]
+            what = tr("row {row} of src", row=hits[0]) if hits else (
+                tr("NaN (nothing stored)") if bool(torch.isnan(got[i]).all()) else tr("no row of src"))
+            return [tr("out row {i}: idx[{i}] = {index}, so expected src row {index}; got {what}", i=i,
+                       index=p["idx"][i], what=what)]
     if bool((~torch.isnan(got[n:])).any()):
         row = n + int((~torch.isnan(got[n:])).any(1).nonzero()[0])
-        return [f"out row {row} was written, but there are only n = {n} indices: mask the store (rows >= n)"]
+        return [tr("out row {row} was written, but there are only n = {n} indices: mask the store (rows >= n)",
+                   row=row, n=n)]
     if reads:
-        return [f"the rows are right, but a load whose lanes were not masked read {reads[0]} (past n = {n}): "
-                "mask the index load with rows < n (on a GPU the index tensor may end there)"]
+        return [tr("the rows are right, but a load whose lanes were not masked read {read} (past n = {n}): "
+                   "mask the index load with rows < n (on a GPU the index tensor may end there)", read=reads[0], n=n)]
     return []
 
 
@@ -295,14 +315,14 @@ def check_gather_rows(kernel: object) -> bool:
 
 
 def _stats_cases() -> list[Case]:
-    cases = [Case("3 rows of lengths 5, 1 and 8 in blocks of 8", dict(lens=[5, 1, 8], block=8)),
-             Case("every value negative: the max is not 0", dict(lens=[3, 6], block=8, shift=-50.0)),
-             Case("values near 100: exp overflows float32 without subtracting the max",
+    cases = [Case(tr("3 rows of lengths 5, 1 and 8 in blocks of 8"), dict(lens=[5, 1, 8], block=8)),
+             Case(tr("every value negative: the max is not 0"), dict(lens=[3, 6], block=8, shift=-50.0)),
+             Case(tr("values near 100: exp overflows float32 without subtracting the max"),
                   dict(lens=[4, 7], block=8, shift=100.0))]
     rng = random.Random(43)
     for i in range(3):
         block = rng.choice((4, 8, 16))
-        cases.append(Case(f"hidden case {i + 1} (seeded random): blocks of {block}",
+        cases.append(Case(tr("hidden case {n} (seeded random): blocks of {block}", n=i + 1, block=block),
                           dict(lens=[rng.randint(1, block) for _ in range(rng.randint(1, 4))], block=block,
                                shift=rng.choice((0.0, -30.0, 60.0)), seed=i)))
     return cases
@@ -325,7 +345,7 @@ def _stats_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, to
 
 def try_row_stats(kernel: object, lens: tuple[int, ...] = (5, 1, 8), block: int = 8) -> dict:
     """Run ``kernel[(rows,)](x, lengths, row_max, row_sum, x.stride(0), BLOCK=block)`` once."""
-    return _try(_run_stats, kernel, [Case("the given arguments", dict(lens=list(lens), block=block))], 0)
+    return _try(_run_stats, kernel, [Case(tr("the given arguments"), dict(lens=list(lens), block=block))], 0)
 
 
 def _run_stats(kernel: object, case: Case) -> list[str]:
@@ -340,14 +360,15 @@ def _run_stats(kernel: object, case: Case) -> list[str]:
         bad = _first_mismatch(got, want, 1e-5, 1e-6)
         if bad is not None:
             (r,) = bad
-            lines = [f"{name}[{r}] (a row of {p['lens'][r]} values in a block of {p['block']}): expected "
-                     f"{float(want[r]):.6g}, got {float(got[r]):.6g}"]
+            lines = [tr("{name}[{r}] (a row of {count} values in a block of {block}): expected {expected:.6g}, "
+                        "got {got:.6g}", name=name, r=r, count=p["lens"][r], block=p["block"],
+                        expected=float(want[r]), got=float(got[r]))]
             if name == "row_max" and float(got[r]) == 0.0 and float(want[r]) < 0:
-                lines.append("hint: the masked lanes read 0, which is larger than every value here: load with "
-                             "other=-float('inf') so padding never wins the max")
+                lines.append(tr("hint: the masked lanes read 0, which is larger than every value here: load with "
+                                "other=-float('inf') so padding never wins the max"))
             elif not math.isfinite(float(got[r])):
-                lines.append("hint: inf or NaN: subtract the row's max before exp, and give the masked lanes a "
-                             "value that adds nothing (other=-inf: exp(-inf) = 0)")
+                lines.append(tr("hint: inf or NaN: subtract the row's max before exp, and give the masked lanes a "
+                                "value that adds nothing (other=-inf: exp(-inf) = 0)"))
             return lines
     return []
 
@@ -358,12 +379,12 @@ def check_row_stats(kernel: object) -> bool:
 
 
 def _scores_cases() -> list[Case]:
-    cases = [Case("4 query heads, 5 keys in a block of 8, head_dim 8", dict(g=4, n=5, d=8, block=8)),
-             Case("1 query head, 8 keys (nothing masked), head_dim 4", dict(g=1, n=8, d=4, block=8))]
+    cases = [Case(tr("4 query heads, 5 keys in a block of 8, head_dim 8"), dict(g=4, n=5, d=8, block=8)),
+             Case(tr("1 query head, 8 keys (nothing masked), head_dim 4"), dict(g=1, n=8, d=4, block=8))]
     rng = random.Random(44)
     for i in range(3):
         block = rng.choice((4, 8, 16))
-        cases.append(Case(f"hidden case {i + 1} (seeded random): keys in a block of {block}",
+        cases.append(Case(tr("hidden case {n} (seeded random): keys in a block of {block}", n=i + 1, block=block),
                           dict(g=rng.choice((1, 2, 4)), n=rng.randint(1, block), d=rng.choice((2, 4, 8)), block=block,
                                seed=i)))
     return cases
@@ -386,7 +407,7 @@ def _scores_inputs(p: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, t
 
 def try_scores(kernel: object, g: int = 4, n: int = 5, d: int = 8, block: int = 8) -> dict:
     """Run ``kernel[(1,)](q, k, out, n, scale, G=g, D=d, BLOCK_N=block)`` once; return q, k, out and expected."""
-    return _try(_run_scores, kernel, [Case("the given arguments", dict(g=g, n=n, d=d, block=block))], 0)
+    return _try(_run_scores, kernel, [Case(tr("the given arguments"), dict(g=g, n=n, d=d, block=block))], 0)
 
 
 def _run_scores(kernel: object, case: Case) -> list[str]:
@@ -401,13 +422,13 @@ def _run_scores(kernel: object, case: Case) -> list[str]:
     if bad is None:
         return []
     gi, j = bad
-    lines = [f"out[{gi}, {j}] (query head {gi}, key {j} of n = {p['n']}): expected {float(want[gi, j]):.5g}, "
-             f"got {float(got[gi, j]):.5g}"]
+    lines = [tr("out[{g}, {j}] (query head {g}, key {j} of n = {n}): expected {expected:.5g}, got {got:.5g}", g=gi,
+                j=j, n=p["n"], expected=float(want[gi, j]), got=float(got[gi, j]))]
     if j >= p["n"]:
-        lines.append("hint: keys past n are padding: their score must be -inf (tl.where(offs_n < n, s, "
-                     "float('-inf'))), so a softmax gives them weight 0")
+        lines.append(tr("hint: keys past n are padding: their score must be -inf (tl.where(offs_n < n, s, "
+                        "float('-inf'))), so a softmax gives them weight 0"))
     elif bool(torch.isclose(got[gi, j], want[gi, j] / scale, rtol=1e-5)):
-        lines.append("hint: multiply q·k by scale")
+        lines.append(tr("hint: multiply q·k by scale"))
     return lines
 
 

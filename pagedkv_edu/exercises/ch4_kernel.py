@@ -25,6 +25,7 @@ from ..viz.kernel_view import split_ranges
 from .ch4_triton import (Guarded, PagedCache, Read, _dot_floor, _first_mismatch, _launch, _np2, past_the_table,
                          table_padding)
 from .grading import NotSolved, grade_in_order, seeded
+from .messages import Message, tr
 from .my_engine import load_file, mark_passed, why_not_passed
 from .solutions import ch4_kernel as solution
 
@@ -83,7 +84,7 @@ def tiles_visited(seq_lens: list[int], num_splits: int, tile_n: int) -> list[int
 
 @dataclass(frozen=True)
 class KernelCase:
-    name: str
+    name: Message
     block_size: int
     num_heads: int
     num_kv_heads: int
@@ -97,13 +98,13 @@ class KernelCase:
 
 
 SHOWN_CASES: tuple[KernelCase, ...] = (
-    KernelCase("block size 5, GQA group 3 (6 query heads, 2 KV heads), lengths 1, 5, 6 and 37, tiles of 8",
+    KernelCase(tr("block size 5, GQA group 3 (6 query heads, 2 KV heads), lengths 1, 5, 6 and 37, tiles of 8"),
                5, 6, 2, 8, (1, 5, 6, 37)),
-    KernelCase("scores that fall by about 300 (base 2) after the first tile: exp2 overflows without the running max",
-               4, 2, 1, 8, (30,), drop=True, seed=1),
-    KernelCase("split-K: 3 splits, block size 6, GQA group 4, lengths 7 (two splits empty), 48 and 61",
+    KernelCase(tr("scores that fall by about 300 (base 2) after the first tile: exp2 overflows without the running "
+                  "max"), 4, 2, 1, 8, (30,), drop=True, seed=1),
+    KernelCase(tr("split-K: 3 splits, block size 6, GQA group 4, lengths 7 (two splits empty), 48 and 61"),
                6, 8, 2, 8, (7, 48, 61), num_splits=3, seed=2),
-    KernelCase("block size 12, head_dim 6 (padded to 8), 2 splits, float16, lengths 24 and 25",
+    KernelCase(tr("block size 12, head_dim 6 (padded to 8), 2 splits, float16, lengths 24 and 25"),
                12, 4, 2, 6, (24, 25), num_splits=2, dtype=torch.float16, seed=3),
 )
 
@@ -126,8 +127,10 @@ def _draw_case(rng: random.Random, i: int) -> KernelCase:
     splits = rng.choice((1, 2, 3, 4, 6))
     dtype = _DTYPES[i % 3]
     return KernelCase(
-        f"hidden case {i + 1} (seeded random): block size {b}, tiles of {tile}, {kv * group} query heads on {kv} "
-        f"KV head(s), {len(lens)} sequence(s), {splits} split(s), {str(dtype).removeprefix('torch.')}",
+        tr("hidden case {n} (seeded random): block size {block_size}, tiles of {tile_n}, {heads} query heads on "
+           "{kv_heads} KV head(s), {seqs} sequence(s), {splits} split(s), {dtype}", n=i + 1, block_size=b,
+           tile_n=tile, heads=kv * group, kv_heads=kv, seqs=len(lens), splits=splits,
+           dtype=str(dtype).removeprefix("torch.")),
         b, kv * group, kv, rng.choice((4, 5, 8, 6)), lens, splits, tile, dtype, _HIDDEN_SEED * 100 + i)
 
 
@@ -144,10 +147,10 @@ def _padded(name: str, shape: tuple[int, ...], pads: tuple[int, ...], dtype: tor
     return Guarded(name, buffer, buffer[tuple(slice(0, n) for n in shape)], dims, writable, advice)
 
 
-_PAST_GROUP = ("rows g >= GROUP of a KV head's tile are no query heads of its own (on the last KV head, past the "
-               "last one): mask them with mask_g = offs_g < GROUP")
-_PAST_HEAD_DIM = "columns past HEAD_DIM are padding: mask them with mask_d = offs_d < HEAD_DIM"
-_PAST_SPLITS = "only the first num_splits splits exist: mask the split axis with offs_s < num_splits"
+_PAST_GROUP = tr("rows g >= GROUP of a KV head's tile are no query heads of its own (on the last KV head, past the "
+                 "last one): mask them with mask_g = offs_g < GROUP")
+_PAST_HEAD_DIM = tr("columns past HEAD_DIM are padding: mask them with mask_d = offs_d < HEAD_DIM")
+_PAST_SPLITS = tr("only the first num_splits splits exist: mask the split axis with offs_s < num_splits")
 
 
 @dataclass
@@ -219,7 +222,7 @@ def build(case: KernelCase) -> Built:
         _padded("lse", (num_seqs, heads, splits), (0, pad_h, pad_s), torch.float32, ("sequence", "head", "split"),
                 {"head": _PAST_GROUP, "split": _PAST_SPLITS}, writable=True),
         _padded("out", (num_seqs, heads, d), (0, 1, pad_d), case.dtype, ("sequence", "head", "column"),
-                {"head": "the merge's grid has one program per query head", "column": _PAST_HEAD_DIM},
+                {"head": tr("the merge's grid has one program per query head"), "column": _PAST_HEAD_DIM},
                 writable=True))
     table_tensor = torch.tensor(tables, dtype=torch.int32, device=device)
     return Built(q_guard, cache, table_tensor, torch.tensor(case.seq_lens, dtype=torch.int32, device=device),
@@ -241,7 +244,7 @@ def _scores(built: Built, s: int, n: int, head_of: Callable[[int, int, int], int
     blocks, offs = table[pos // b], pos % b
     kv_of = [h // group if head_of is None else head_of(h, group, kv) for h in range(num_heads)]
     k, v = k_cache[blocks, offs][:, kv_of], v_cache[blocks, offs][:, kv_of]   # [n, num_heads, D]
-    scores = torch.einsum("hd,nhd->hn", q[s], k) * (built.scale * LOG2E)
+    scores = torch.einsum("hd,nhd->hn", q[s], k) * (built.scale * LOG2E)   # en: not shown to readers
     return scores, v.transpose(0, 1)
 
 
@@ -264,7 +267,8 @@ def _partial(scores: torch.Tensor, v: torch.Tensor, start: int, end: int) -> Par
     m = x.max(1).values
     p = torch.exp2(x - m[:, None])
     l = p.sum(1)
-    return Partial(torch.einsum("hn,hnd->hd", p, v[:, start:end]) / l[:, None], m + torch.log2(l), m, l)
+    weighted = torch.einsum("hn,hnd->hd", p, v[:, start:end])   # en: not shown to readers
+    return Partial(weighted / l[:, None], m + torch.log2(l), m, l)
 
 
 def split_reference(built: Built, num_splits: int, tile_n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -357,13 +361,13 @@ def _grade(kernel: Any, merge: Any, case: KernelCase) -> list[str]:
     return []
 
 
-def _read_failure(read: Read) -> str:
+def _read_failure(read: Read) -> Message:
     """The failure of a kernel whose values are right but which read a watched address."""
     if isinstance(read.region, Guarded):
-        return (f"every split and the output are right, but a load whose lanes were not masked read {read}, "
-                f"padding outside {read.region.name}: {read.advice} (on a GPU the tensor may end there, and the "
-                f"read would fall outside it)")
-    return past_the_table(str(read)).replace("the slots are right", "every split and the output are right")
+        return tr("every split and the output are right, but a load whose lanes were not masked read {read}, "
+                  "padding outside {tensor}: {advice} (on a GPU the tensor may end there, and the read would fall "
+                  "outside it)", read=read.text, tensor=read.region.name, advice=read.advice)
+    return past_the_table(read, tr("every split and the output are right"))
 
 
 def _where(case: KernelCase, s: int, h: int, k: int) -> str:
@@ -372,10 +376,13 @@ def _where(case: KernelCase, s: int, h: int, k: int) -> str:
     group = case.num_heads // case.num_kv_heads
     start, end = split_ranges(n, case.num_splits, case.tile_n)[k]
     chunk = -(-(-(-n // case.num_splits)) // case.tile_n) * case.tile_n
-    span = (f"positions {start}..{end - 1}" if end > start else
-            f"no position: chunks of {chunk}, so split {k} would start at {k * chunk}, at or past the end")
-    return (f"sequence {s} ({n} token{'s' if n != 1 else ''}, block size {case.block_size}, {case.num_splits} "
-            f"split(s) of whole tiles of {case.tile_n}), query head {h} (KV head {h // group}), split {k} ({span})")
+    span = (tr("positions {start}..{last}", start=start, last=end - 1) if end > start else
+            tr("no position: chunks of {chunk}, so split {k} would start at {start}, at or past the end", chunk=chunk,
+               k=k, start=k * chunk))
+    tokens = tr("{n} tokens", n=n) if n != 1 else tr("{n} token", n=n)
+    return tr("sequence {s} ({tokens}, block size {block_size}, {splits} split(s) of whole tiles of {tile_n}), query "
+              "head {h} (KV head {kv_head}), split {k} ({span})", s=s, tokens=tokens, block_size=case.block_size,
+              splits=case.num_splits, tile_n=case.tile_n, h=h, kv_head=h // group, k=k, span=span)
 
 
 def _split_failure(kernel: Any, merge: Any, case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int, int],
@@ -386,40 +393,42 @@ def _split_failure(kernel: Any, merge: Any, case: KernelCase, built: Built, ran:
     got_part, got_lse = ran.part[s, h, k].cpu().double(), float(ran.lse[s, h, k])
     bad = ~_close(got_part, want_part[s, h, k], tol)
     d = int(bad.nonzero()[0]) if bool(bad.any()) else 0
-    lines = [f"{_where(case, s, h, k)}:",
-             f"it stored part[..., column {d}] = {float(got_part[d]):.6g} "
-             f"(expected {float(want_part[s, h, k, d]):.6g}) and lse = {got_lse:.6g} "
-             f"(expected {float(want_lse[s, h, k]):.6g}, base 2), against a float64 reference of this split "
-             f"({str(case.dtype).removeprefix('torch.')} cache, tolerance {tol:g})"]
+    lines = [tr("{case}:", case=_where(case, s, h, k)),
+             tr("it stored part[..., column {d}] = {part:.6g} (expected {want_part:.6g}) and lse = {lse:.6g} "
+                "(expected {want_lse:.6g}, base 2), against a float64 reference of this split ({dtype} cache, "
+                "tolerance {tol:g})", d=d, part=float(got_part[d]), want_part=float(want_part[s, h, k, d]),
+                lse=got_lse, want_lse=float(want_lse[s, h, k]), dtype=str(case.dtype).removeprefix("torch."),
+                tol=tol)]
     start, end = split_ranges(case.seq_lens[s], case.num_splits, case.tile_n)[k]
     if end <= start:
         return lines + _empty_split_hints(kernel, merge, case, built, ran, wrong)
     q_reads = [r for r in ran.reads if r.region is built.q_guard]
     if q_reads:
-        lines.append(f"a load whose lanes were not masked read {q_reads[0]}, q's NaN padding")
+        lines.append(tr("a load whose lanes were not masked read {read}, q's NaN padding", read=q_reads[0].text))
         built.q_guard.fill_padding(0.0)
         try:
             confirmed = _all_right(_run(kernel, merge, case, built), built, case)
         finally:
             built.q_guard.fill_padding(float("nan"))
         if confirmed:
-            return lines + [f"hint: that read is the cause: with q's padding zeroed instead of NaN, every split is "
-                            f"right. Load q with mask=mask_g[:, None] & mask_d[None, :] and other=0.0 "
-                            f"({q_reads[0].advice})"]
+            return lines + [tr("hint: that read is the cause: with q's padding zeroed instead of NaN, every split is "
+                               "right. Load q with mask=mask_g[:, None] & mask_d[None, :] and other=0.0 ({advice})",
+                               advice=q_reads[0].advice)]
     elif ran.reads:
-        lines.append(f"(a load whose lanes were not masked also read {ran.reads[0]}, past the sequence's last block)")
+        lines.append(tr("(a load whose lanes were not masked also read {read}, past the sequence's last block)",
+                        read=ran.reads[0].text))
     finite = math.isfinite(float(got_part[d])) and math.isfinite(got_lse)
     if runtime.BACKEND != "cuda" and not finite:
         if _all_right(_run(kernel, merge, case, built, poison=False), built, case):
-            return lines + ["hint: without the grader's poison this case passes: a masked tl.load without other= is "
-                            "read. The interpreter fills its masked lanes with 0; a GPU leaves them undefined, so the "
-                            "grader fills them with NaN. Give every masked load that feeds a sum an other="]
+            return lines + [tr("hint: without the grader's poison this case passes: a masked tl.load without other= "
+                               "is read. The interpreter fills its masked lanes with 0; a GPU leaves them undefined, "
+                               "so the grader fills them with NaN. Give every masked load that feeds a sum an other=")]
     hint = _range_hint(case, built, ran, wrong, tol) or _value_hint(case, built, ran, wrong, tol)
     if hint:
         return lines + [hint]
     if case.drop and not math.isfinite(float(got_part[d])):
-        lines.append("hint: inf or NaN where the scores fall by 300 after the first tile: subtract the running max "
-                     "(the max of every score so far, not of this tile alone) before exp2")
+        lines.append(tr("hint: inf or NaN where the scores fall by 300 after the first tile: subtract the running "
+                        "max (the max of every score so far, not of this tile alone) before exp2"))
     return lines
 
 
@@ -433,30 +442,33 @@ def _empty_split_hints(kernel: Any, merge: Any, case: KernelCase, built: Built, 
         again = _run(kernel, merge, case, built, fill=sentinel)
         if isinstance(again, Ran) and float(again.lse[s, h, k]) == sentinel and bool(
                 (again.part[s, h, k] == sentinel).all()):
-            return [f"hint: split {k} holds no position and stored nothing: part and lse kept what the grader put "
-                    f"there before the launch (NaN, and {sentinel:g} in a second run). An empty split must still "
-                    f"store part = 0 and lse = -inf, whose weight in the merge is 2^-inf = 0"]
+            return [tr("hint: split {k} holds no position and stored nothing: part and lse kept what the grader put "
+                       "there before the launch (NaN, and {sentinel:g} in a second run). An empty split must still "
+                       "store part = 0 and lse = -inf, whose weight in the merge is 2^-inf = 0", k=k,
+                       sentinel=sentinel)]
     if got_lse == -math.inf and not bool(torch.isfinite(got_part).all()):
-        return ["hint: a split that holds no position (l = 0) must store output 0, not 0 / 0: divide by l only "
-                "where l > 0 (its lse, -inf, is right)"]
+        return [tr("hint: a split that holds no position (l = 0) must store output 0, not 0 / 0: divide by l only "
+                   "where l > 0 (its lse, -inf, is right)")]
     if math.isfinite(got_lse):
         hint = _range_hint(case, built, ran, wrong, TOLERANCE[case.dtype])
-        return [hint or f"hint: split {k} holds no position, yet it stored a finite lse: its range must come from "
-                        f"chunk = cdiv(cdiv(seq_len, num_splits), TILE_N) * TILE_N, start = split * chunk"]
-    return ["hint: a split that holds no position must store part = 0 and lse = -inf"]
+        return [hint or tr("hint: split {k} holds no position, yet it stored a finite lse: its range must come from "
+                           "chunk = cdiv(cdiv(seq_len, num_splits), TILE_N) * TILE_N, start = split * chunk", k=k)]
+    return [tr("hint: a split that holds no position must store part = 0 and lse = -inf")]
 
 
-def _range_hint(case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int, int], tol: float) -> str | None:
+def _range_hint(case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int, int],
+                tol: float) -> Message | None:
     """If split ``wrong`` holds exactly the attention over another range a mistake gives, name the mistake."""
     s, h, k = wrong
     n = case.seq_lens[s]
     num, tile = case.num_splits, case.tile_n
     c = -(-n // num)
+    shorter = tr("the positions of a sequence one token shorter")
     mistakes = (
-        ("the whole sequence", [(0, n)] * num),
-        (f"chunks of cdiv(seq_len, num_splits) = {c} positions, not whole tiles",
+        (tr("the whole sequence"), [(0, n)] * num),
+        (tr("chunks of cdiv(seq_len, num_splits) = {c} positions, not whole tiles", c=c),
          [(min(j * c, n), min((j + 1) * c, n)) for j in range(num)]),
-        ("the positions of a sequence one token shorter", split_ranges(max(n - 1, 0), num, tile)),
+        (shorter, split_ranges(max(n - 1, 0), num, tile)),
     )
     scores, v = _scores(built, s, n)
     right = split_ranges(n, num, tile)[k]
@@ -467,19 +479,21 @@ def _range_hint(case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int,
         alt = _partial(scores, v, start, end)
         if bool(_close(ran.part[s, h, k], alt.part[h], tol).all()) and bool(
                 _close(ran.lse[s, h, k:k + 1], alt.lse[h:h + 1], tol).all()):
-            held = f"positions {start}..{end - 1}" if end > start else "no position"
-            if what.startswith("the positions of a sequence one token shorter"):
-                return (f"hint: split {k} holds {held}, the split of a sequence one token shorter: the last position "
-                        f"is left out. A sequence of seq_len tokens has positions 0 .. seq_len - 1, and the new "
-                        f"token's own key (just stored) is the last")
-            own = f"positions {right[0]}..{right[1] - 1}" if right[1] > right[0] else "no position"
-            return (f"hint: split {k} attended over {held} ({what}), where it holds {own}: chunk = "
-                    f"cdiv(cdiv(seq_len, num_splits), TILE_N) * TILE_N, start = split * chunk, end = min(start + "
-                    f"chunk, seq_len)")
+            held = tr("positions {start}..{last}", start=start, last=end - 1) if end > start else tr("no position")
+            if what is shorter:
+                return tr("hint: split {k} holds {held}, the split of a sequence one token shorter: the last position "
+                          "is left out. A sequence of seq_len tokens has positions 0 .. seq_len - 1, and the new "
+                          "token's own key (just stored) is the last", k=k, held=held)
+            own = (tr("positions {start}..{last}", start=right[0], last=right[1] - 1) if right[1] > right[0] else
+                   tr("no position"))
+            return tr("hint: split {k} attended over {held} ({what}), where it holds {own}: chunk = "
+                      "cdiv(cdiv(seq_len, num_splits), TILE_N) * TILE_N, start = split * chunk, end = min(start + "
+                      "chunk, seq_len)", k=k, held=held, what=what, own=own)
     return None
 
 
-def _value_hint(case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int, int], tol: float) -> str | None:
+def _value_hint(case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int, int],
+                tol: float) -> Message | None:
     """If split ``wrong``'s values are what a known mistake computes from the right positions, name it."""
     s, h, k = wrong
     n = case.seq_lens[s]
@@ -489,17 +503,18 @@ def _value_hint(case: KernelCase, built: Built, ran: Ran, wrong: tuple[int, int,
     part_ok = bool(_close(got_part, right.part[h], tol).all())
     if part_ok and any(bool(_close(got_lse, alt[h:h + 1], tol).all())
                        for alt in (right.m + torch.log(right.l), right.lse * math.log(2))):
-        return ("hint: lse is the base-2 log-sum-exp, m_i + log2(l_i): the scores are base-2 logits (qk_scale holds "
-                "log2 e), and the merge weighs split s by exp2(lse[s] - max lse)")
+        return tr("hint: lse is the base-2 log-sum-exp, m_i + log2(l_i): the scores are base-2 logits (qk_scale "
+                  "holds log2 e), and the merge weighs split s by exp2(lse[s] - max lse)")
     if bool(_close(got_part, right.part[h] * right.l[h], tol).all()):
-        return "hint: part is the normalised partial output acc / l_i, not the accumulator acc"
+        return tr("hint: part is the normalised partial output acc / l_i, not the accumulator acc")
     group = case.num_heads // case.num_kv_heads
     if group > 1 and case.num_kv_heads > 1:
         scores, v = _scores(built, s, n, head_of=lambda h_, g, kv: h_ % kv)
         if bool(_close(got_part, _partial(scores, v, start, end).part[h], tol).all()):
             first = h // group * group
-            return (f"hint: query head h shares KV head h // GROUP (here heads {first}..{first + group - 1} share KV "
-                    f"head {h // group}); the rows of a program's tile are heads kv_head * GROUP + offs_g")
+            return tr("hint: query head h shares KV head h // GROUP (here heads {first}..{last} share KV head "
+                      "{kv_head}); the rows of a program's tile are heads kv_head * GROUP + offs_g", first=first,
+                      last=first + group - 1, kv_head=h // group)
     return None
 
 
@@ -507,18 +522,21 @@ def _merge_failure(kernel: Any, merge: Any, case: KernelCase, built: Built, ran:
     """Every split is right and the merged output is not: the merge is wrong; a watched read or a re-run says how."""
     tol = TOLERANCE[case.dtype]
     s, h, d = _first_mismatch(ran.out.cpu().double(), want, tol, tol)
-    lines = [f"sequence {s} ({case.seq_lens[s]} tokens, {case.num_splits} split(s)), query head {h}, column {d} of the "
-             f"merged output: expected {float(want[s, h, d]):.5g}, got {float(ran.out[s, h, d]):.5g} "
-             f"({str(case.dtype).removeprefix('torch.')}, tolerance {tol:g})",
-             "every split's part and lse are right (checked against float64 first): the merge kernel is wrong. "
-             "Split s's weight is exp2(lse[s] - max lse) / the sum of weights, over the first num_splits splits only"]
+    lines = [tr("sequence {s} ({tokens} tokens, {splits} split(s)), query head {h}, column {d} of the merged output: "
+                "expected {expected:.5g}, got {got:.5g} ({dtype}, tolerance {tol:g})", s=s, tokens=case.seq_lens[s],
+                splits=case.num_splits, h=h, d=d, expected=float(want[s, h, d]), got=float(ran.out[s, h, d]),
+                dtype=str(case.dtype).removeprefix("torch."), tol=tol),
+             tr("every split's part and lse are right (checked against float64 first): the merge kernel is wrong. "
+                "Split s's weight is exp2(lse[s] - max lse) / the sum of weights, over the first num_splits splits "
+                "only")]
     past = [r for r in ran.reads if r.region in built.outputs]
     if past:
-        lines.append(f"hint: it read {past[0]}, padding past the splits stage 1 wrote: {past[0].advice}")
+        lines.append(tr("hint: it read {read}, padding past the splits stage 1 wrote: {advice}", read=past[0].text,
+                        advice=past[0].advice))
     elif runtime.BACKEND != "cuda" and not math.isfinite(float(ran.out[s, h, d])):
         if _all_right(_run(kernel, merge, case, built, poison=False), built, case):
-            lines.append("hint: without the grader's poison this case passes: a masked tl.load without other= is "
-                         "read; give every masked load that feeds a sum an other=")
+            lines.append(tr("hint: without the grader's poison this case passes: a masked tl.load without other= is "
+                            "read; give every masked load that feeds a sum an other="))
     return lines
 
 
@@ -529,16 +547,17 @@ def check_paged_decode_kernel(kernel: Any, merge: Any, *, mark: str | Path | Non
     file's hash, so that chapter 5 runs exactly the kernels that passed.
     """
     name = "paged_decode_kernel + merge_splits_kernel（分頁解碼核心）"
+    counted = tr("{shown} shown and {hidden} hidden cases, every split checked", shown=len(SHOWN_CASES),
+                 hidden=len(HIDDEN_CASES))
     if not grade_in_order(name, list(SHOWN_CASES) + HIDDEN_CASES, lambda case: _grade(kernel, merge, case),
-                          passed=f"{name} ({len(SHOWN_CASES)} shown and {len(HIDDEN_CASES)} hidden cases, every "
-                                 f"split checked)"):
+                          passed=tr("{name} ({counted})", name=name, counted=counted)):
         return False
     if mark is not None:
         mark_passed(mark)
     if runtime.BACKEND == "cuda":
         print(bandwidth_report(kernel, merge))
     else:
-        print("  (no GPU here: the kernels ran in the interpreter; compiled timing and bandwidth are skipped)")
+        print(f"  {tr('(no GPU here: the kernels ran in the interpreter; compiled timing and bandwidth are skipped)')}")
     return True
 
 
@@ -546,11 +565,12 @@ def try_paged_decode_kernel(kernel: Any, merge: Any, case: int | str = 0) -> dic
     """Run one shown case (by index or name), watched as the grader runs it; return its inputs, your outputs
     (``out``, and stage 1's ``part`` and ``lse``; NaN where nothing was stored), the expected ones, and
     ``problems``, the grader's lines on this case (empty when it passes)."""
-    chosen = SHOWN_CASES[case] if isinstance(case, int) else next(c for c in SHOWN_CASES if c.name == case)
+    chosen = SHOWN_CASES[case] if isinstance(case, int) else next(c for c in SHOWN_CASES
+                                                                  if case in (c.name, str(c.name)))
     try:
         problems = _grade(kernel, merge, chosen)
     except NotSolved:
-        raise NotImplementedError("this kernel is still the stub: write it first") from None
+        raise NotImplementedError(tr("this kernel is still the stub: write it first")) from None
     built = build(chosen)
     _run(kernel, merge, chosen, built)
     part, lse, out = (g.view for g in built.outputs)
@@ -584,9 +604,10 @@ def bandwidth_report(kernel: Any, merge: Any, batch: int = 16, context: int = 40
     copy_ms = do_bench(lambda: dst.copy_(src))
     copy_gbps = 2 * src.numel() / copy_ms / 1e6   # a copy reads and writes every byte
     gbps = kv_bytes / ms / 1e6
-    return (f"  compiled on {torch.cuda.get_device_name(device)}: batch {batch} x {context:,} tokens, one "
-            f"Llama-3.2-1B layer in bf16: {ms:.3f} ms, {gbps:,.0f} GB/s of K/V read = {gbps / copy_gbps:.0%} of "
-            f"this device's copy bandwidth ({copy_gbps:,.0f} GB/s)")
+    return tr("  compiled on {device}: batch {batch} x {context:,} tokens, one Llama-3.2-1B layer in bf16: {ms:.3f} "
+              "ms, {gbps:,.0f} GB/s of K/V read = {share:.0%} of this device's copy bandwidth ({copy_gbps:,.0f} GB/s)",
+              device=torch.cuda.get_device_name(device), batch=batch, context=context, ms=ms, gbps=gbps,
+              share=gbps / copy_gbps, copy_gbps=copy_gbps)
 
 
 # --- the file chapter 5 imports ----------------------------------------------------------------------
@@ -602,8 +623,9 @@ def reader_kernels(path: str | Path = READER_FILE) -> tuple[Any, Any, str]:
     why = why_not_passed(path, "4")
     if why is None:
         module = load_file(path)
-        return module.paged_decode_kernel, module.merge_splits_kernel, f"yours, from {path} (passed in chapter 4)"
-    return solution.paged_decode_kernel, solution.merge_splits_kernel, f"the shipped solution: {why}"
+        return module.paged_decode_kernel, module.merge_splits_kernel, tr("yours, from {path} (passed in chapter 4)",
+                                                                          path=path)
+    return solution.paged_decode_kernel, solution.merge_splits_kernel, tr("the shipped solution: {why}", why=why)
 
 
 # --- chapter 5: the reader's kernel as the decoder's attention ----------------------------------------

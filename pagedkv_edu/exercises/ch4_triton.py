@@ -23,13 +23,14 @@ import torch
 
 from .. import runtime  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
 from .grading import NotSolved, grade_in_order
+from .messages import Message, tr
 from .solutions import ch4_triton as solution
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-STUB = "it raises NotImplementedError"
-NOT_SOLVED = f"not solved yet ({STUB}). Write your version above and run the cell again."
+STUB = tr("it raises NotImplementedError")
+NOT_SOLVED = tr("not solved yet ({why}). Write your version above and run the cell again.", why=STUB)
 """What a grader prints after the name for a piece that is still the stub."""
 
 
@@ -116,8 +117,8 @@ class Guarded:
         index = (address - self.buffer.data_ptr()) // self.buffer.element_size()
         coords = [int(c) for c in np.unravel_index(index, tuple(self.buffer.shape))]
         past = [dim for dim, c, size in zip(self.dims, coords, self.view.shape) if c >= size]
-        named = [f"{dim} {c}" + (f" (past the last, {size - 1})" if c >= size else "")
-                 for dim, c, size in zip(self.dims, coords, self.view.shape)]
+        named = [str(tr("{dim} {index} (past the last, {last})", dim=dim, index=c, last=size - 1)) if c >= size
+                 else f"{dim} {c}" for dim, c, size in zip(self.dims, coords, self.view.shape)]   # rendered now
         return f"{self.name}[{', '.join(named)}]", self.advice.get(past[0], "") if past else ""
 
     def fill_padding(self, value: float) -> None:
@@ -135,7 +136,7 @@ class Read:
     advice: str = ""
 
     def __str__(self) -> str:
-        return self.text
+        return str(self.text)   # a Message renders in the reader's language
 
 
 class OutOfBounds(Exception):
@@ -154,9 +155,10 @@ def _kernel_line() -> str:
     while frame is not None and frame.f_code not in codes:
         frame = frame.f_back
     if frame is None:
-        return "a line of the kernel"
+        return tr("a line of the kernel")
     source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f"line {frame.f_lineno} of {Path(frame.f_code.co_filename).name} (`{source}`)"
+    return tr("line {line} of {file} (`{source}`)", line=frame.f_lineno, file=Path(frame.f_code.co_filename).name,
+              source=source)
 
 
 def _storages(tensors: tuple[torch.Tensor, ...]) -> list[tuple[int, int]]:
@@ -216,7 +218,7 @@ def watched_loads(forbidden: tuple[Forbidden, ...] = (), guarded: tuple[Guarded,
         for f in forbidden:
             hit = lanes & (ptrs.data >= f.start) & (ptrs.data < f.end)
             if hit.any():
-                seen.append(Read(f, f"{f.what}, entry {f.entry(int(ptrs.data[hit].min()))}"))
+                seen.append(Read(f, tr("{what}, entry {entry}", what=f.what, entry=f.entry(int(ptrs.data[hit].min())))))
         for g in guarded:
             in_buffer, element = g.lanes(ptrs.data)
             hit = lanes & in_buffer & ~element
@@ -225,9 +227,9 @@ def watched_loads(forbidden: tuple[Forbidden, ...] = (), guarded: tuple[Guarded,
         if allocations:
             stray = lanes & _outside(ptrs.data, allocations)
             if stray.any():
-                raise OutOfBounds(f"the load at {_kernel_line()} would read outside every tensor the kernel was "
-                                  f"given ({int(stray.sum())} unmasked lane(s)): a stride or an index is off, or a "
-                                  f"mask is missing. Nothing was read")
+                raise OutOfBounds(tr("the load at {line} would read outside every tensor the kernel was given "
+                                     "({lanes} unmasked lane(s)): a stride or an index is off, or a mask is missing. "
+                                     "Nothing was read", line=_kernel_line(), lanes=int(stray.sum())))
         element = ptrs.get_element_ty()
         if poison and other is None and element.is_floating():
             np_type = interpreter._get_np_dtype(element)
@@ -267,11 +269,12 @@ def refused_stores(writable: tuple[Guarded, ...]) -> Iterator[None]:
         if stray.any():
             address = int(ptrs.data[stray].min())
             padding = [g.describe(address) for g in writable if g.lanes(np.array([address], dtype=np.uint64))[0][0]]
-            where, advice = padding[0] if padding else (f"memory outside {names}", "")
-            raise OutOfBounds(f"the store at {_kernel_line()} would write {where} ({int(stray.sum())} unmasked "
-                              f"lane(s) outside {names}): "
-                              f"{advice or 'mask every lane that is not an element of the tensor it stores to'}. "
-                              f"Nothing was written")
+            where, advice = padding[0] if padding else (tr("memory outside {names}", names=names), "")
+            raise OutOfBounds(tr("the store at {line} would write {where} ({lanes} unmasked lane(s) outside {names}): "
+                                 "{advice}. Nothing was written", line=_kernel_line(), where=where,
+                                 lanes=int(stray.sum()), names=names,
+                                 advice=advice or tr("mask every lane that is not an element of the tensor it "
+                                                     "stores to")))
         return original(builder, ptrs, value, mask, cache_policy)
 
     builder.create_masked_store = store
@@ -306,12 +309,12 @@ def _launch(run: Callable[[], None], seen: list[Read] | None = None,
         message = _root_message(exc)
         if "NotImplementedError" in message:
             raise NotSolved(STUB) from exc
-        text = f"the launch raised {message.splitlines()[0][:300]}"
-        if "unsupported dtype" in message:
-            text += (" (the interpreter refuses a mask that combines a block with a scalar test, as in "
-                     "block_mask & (slot >= 0): section 2's 'How the graders work' says why; test the scalar with "
-                     "if, or broadcast it first)")
-        return text
+        first = message.splitlines()[0][:300]
+        if "unsupported dtype" in message:   # en: not shown to readers (the interpreter's own words, matched)
+            return tr("the launch raised {error} (the interpreter refuses a mask that combines a block with a scalar "
+                      "test, as in block_mask & (slot >= 0): section 2's 'How the graders work' says why; test the "
+                      "scalar with if, or broadcast it first)", error=first)
+        return tr("the launch raised {error}", error=first)
     return None
 
 
@@ -335,12 +338,12 @@ def _capture(**values: object) -> None:
 def _try(run: Callable[[object, Case], list[str]], fn: object, cases: list[Case], case: int | str) -> dict:
     """Run one case (by index or name) and return its inputs, the outputs and ``problems`` (the grader's lines)."""
     global _CAPTURE
-    chosen = cases[case] if isinstance(case, int) else next(c for c in cases if c.name == case)
+    chosen = cases[case] if isinstance(case, int) else next(c for c in cases if case in (c.name, str(c.name)))
     _CAPTURE = {"case": chosen.name}
     try:
         problems = run(fn, chosen)
     except NotSolved:
-        raise NotImplementedError("this piece is still the stub: write it first") from None
+        raise NotImplementedError(tr("this piece is still the stub: write it first")) from None
     finally:
         captured, _CAPTURE = _CAPTURE, None
     captured["problems"] = problems
@@ -360,9 +363,10 @@ def _first_mismatch(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: fl
     return tuple(int(i) for i in bad.nonzero()[0]) if bool(bad.any()) else None
 
 
-def _where(slot: int, block_size: int) -> str:
+def _where(slot: int, block_size: int) -> Message:
     block, offset = divmod(slot, block_size)
-    return f"slot {slot} (block {block}, offset {offset} at block size {block_size})"
+    return tr("slot {slot} (block {block}, offset {offset} at block size {block_size})", slot=slot, block=block,
+              offset=offset, block_size=block_size)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -413,11 +417,11 @@ class PagedCache:
 
 def _store_cases() -> list[Case]:
     cases = [
-        Case("the block-table article's walk-through: block size 4, two tokens into blocks 7 and 1",
+        Case(tr("the block-table article's walk-through: block size 4, two tokens into blocks 7 and 1"),
              dict(B=4, blocks=8, heads=2, dim=8, slots=[28, 5], dtype=torch.float32)),
-        Case("padding (slot -1) between tokens, and slot 0, block size 5",
+        Case(tr("padding (slot -1) between tokens, and slot 0, block size 5"),
              dict(B=5, blocks=4, heads=1, dim=4, slots=[7, -1, 0, -1, 19], dtype=torch.float32)),
-        Case("block size 3, three KV heads of head_dim 6, float16",
+        Case(tr("block size 3, three KV heads of head_dim 6, float16"),
              dict(B=3, blocks=5, heads=3, dim=6, slots=[14, 2, 9, 3], dtype=torch.float16)),
     ]
     rng = random.Random(404)
@@ -432,8 +436,9 @@ def _store_cases() -> list[Case]:
             slots[rng.randrange(n)] = -1
         if i == 1:
             slots[0] = blocks * B - 1  # the very last slot
-        cases.append(Case(f"hidden case {i + 1} (seeded random): block size {B}, {heads} KV heads of head_dim "
-                          f"{dim}, {_dtype_name(dtype)}, {n} tokens",
+        cases.append(Case(tr("hidden case {n} (seeded random): block size {B}, {heads} KV heads of head_dim {dim}, "
+                             "{dtype}, {tokens} tokens", n=i + 1, B=B, heads=heads, dim=dim,
+                             dtype=_dtype_name(dtype), tokens=n),
                           dict(B=B, blocks=blocks, heads=heads, dim=dim, slots=slots, dtype=dtype)))
     return cases
 
@@ -441,13 +446,13 @@ def _store_cases() -> list[Case]:
 def _row_owner(row: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head: int) -> str:
     """Whose row a (wrong) cache row holds: a token's K or V row, the poison, or something else."""
     if bool(torch.isnan(row).all()):
-        return "the poison (NaN): nothing was written there"
+        return tr("the poison (NaN): nothing was written there")
     for name, src in (("K", k), ("V", v)):
         for t in range(src.shape[0]):
             if bool(_same(src[t, head], row).all()):
-                return f"token {t}'s {name} row"
+                return tr("token {t}'s {name} row", t=t, name=name)
     written = int((~torch.isnan(row)).sum())
-    return f"a row that is no token's ({written} of {row.numel()} values written)"
+    return tr("a row that is no token's ({written} of {total} values written)", written=written, total=row.numel())
 
 
 def _run_store(kernel: object, case: Case) -> list[str]:
@@ -484,9 +489,10 @@ def _run_store(kernel: object, case: Case) -> list[str]:
             row_ok = _same(got[s // B, s % B], want[s // B, s % B]).all(dim=-1)
             if not bool(row_ok.all()):
                 head = int((~row_ok).nonzero()[0])
-                problems.append(f"program {t} (token {t}) maps to {_where(s, B)}: {name} head {head} there should "
-                                f"be token {t}'s {name} row, but it holds "
-                                f"{_row_owner(got[s // B, s % B, head], k, v, head)} (dtype {_dtype_name(dtype)})")
+                problems.append(tr("program {t} (token {t}) maps to {where}: {name} head {head} there should be "
+                                   "token {t}'s {name} row, but it holds {owner} (dtype {dtype})", t=t,
+                                   where=_where(s, B), name=name, head=head,
+                                   owner=_row_owner(got[s // B, s % B, head], k, v, head), dtype=_dtype_name(dtype)))
                 return problems + _store_hints(s, B, cache.k, k[t])
     for name, got, want in (("K", cache.k, expected_k), ("V", cache.v, expected_v)):
         stray = ~_same(got, want).flatten(2).all(dim=-1)  # [blocks, B]: slots that changed but should not
@@ -494,14 +500,23 @@ def _run_store(kernel: object, case: Case) -> list[str]:
             block, offset = (int(x) for x in stray.nonzero()[0])
             s = block * B + offset
             padding = [t for t, x in enumerate(slots) if x < 0]
-            problems.append(f"{_where(s, B)} was written in the {name} cache, but no token maps there" +
-                            (f" (tokens {padding} are padding, slot -1: skip them)" if padding else ""))
+            if padding:
+                problems.append(tr("{where} was written in the {name} cache, but no token maps there (tokens "
+                                   "{padding} are padding, slot -1: skip them)", where=_where(s, B), name=name,
+                                   padding=padding))
+            else:
+                problems.append(tr("{where} was written in the {name} cache, but no token maps there",
+                                   where=_where(s, B), name=name))
             return problems
     if not bool(_same(cache.buffer[outside], before).all()):
         padding = [t for t, x in enumerate(slots) if x < 0]
-        problems.append("something was written outside the cache's rows: past head_dim (a mask with <= instead "
-                        "of <?), or before block 0 / after the last block" +
-                        (f" (tokens {padding} have slot -1 and must not be written at all)" if padding else ""))
+        if padding:
+            problems.append(tr("something was written outside the cache's rows: past head_dim (a mask with <= "
+                               "instead of <?), or before block 0 / after the last block (tokens {padding} have "
+                               "slot -1 and must not be written at all)", padding=padding))
+        else:
+            problems.append(tr("something was written outside the cache's rows: past head_dim (a mask with <= "
+                               "instead of <?), or before block 0 / after the last block"))
     return problems
 
 
@@ -511,10 +526,10 @@ def _store_hints(slot: int, B: int, k_cache: torch.Tensor, k_row: torch.Tensor) 
     flat = k_cache.reshape(-1, *k_cache.shape[2:])
     found = [i for i in range(flat.shape[0]) if bool(_same(flat[i], k_row).all())]
     if B & (B - 1) and any((slot >> shift) * B + (slot & (B - 1)) in found for shift in range(6)):
-        return [f"hint: token's row is where a power-of-two trick puts it: block size {B} is not a power of two, "
-                f"so shifts and masks (& (B - 1)) do not split a slot: use slot // B and slot % B"]
+        return [tr("hint: token's row is where a power-of-two trick puts it: block size {B} is not a power of two, "
+                   "so shifts and masks (& (B - 1)) do not split a slot: use slot // B and slot % B", B=B)]
     if slot == 0 and not found:
-        return ["hint: slot 0 is a real slot; only -1 means padding"]
+        return [tr("hint: slot 0 is a real slot; only -1 means padding")]
     return []
 
 
@@ -581,9 +596,9 @@ def _load_tile_harness(cache_ptr,      # [num_blocks, block_size, num_kv_heads, 
 def _gather_cases(seed: int) -> list[Case]:
     """Sequences in shuffled blocks; lengths 0, 1, B - 1, B, 2B and random ones."""
     cases = [
-        Case("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4, tiles of 4",
+        Case(tr("the block-table article: 9 tokens in blocks [7, 1, 3], block size 4, tiles of 4"),
              dict(B=4, blocks=8, lens=[9], tables=[[7, 1, 3, -1]], tile=4, heads=1, dim=4, dtype=torch.float32)),
-        Case("block size 5, lengths 5 and 11 (a full block and a ragged one), tiles of 8",
+        Case(tr("block size 5, lengths 5 and 11 (a full block and a ragged one), tiles of 8"),
              dict(B=5, blocks=7, lens=[5, 11], tables=None, tile=8, heads=2, dim=3, dtype=torch.float32)),
     ]
     rng = random.Random(seed)
@@ -597,8 +612,9 @@ def _gather_cases(seed: int) -> list[Case]:
         heads, dim = rng.choice([(1, 4), (2, 3), (3, 5), (2, 6), (1, 8)])
         dtype = rng.choice([torch.float32, torch.float16, torch.bfloat16])
         blocks = sum(-(-n // B) for n in lens) + 2
-        cases.append(Case(f"hidden case {i + 1} (seeded random): block size {B}, tiles of {tile}, "
-                          f"{len(lens)} sequence(s), {heads} KV head(s) of head_dim {dim}, {_dtype_name(dtype)}",
+        cases.append(Case(tr("hidden case {n} (seeded random): block size {B}, tiles of {tile}, {seqs} sequence(s), "
+                             "{heads} KV head(s) of head_dim {dim}, {dtype}", n=i + 1, B=B, tile=tile,
+                             seqs=len(lens), heads=heads, dim=dim, dtype=_dtype_name(dtype)),
                           dict(B=B, blocks=blocks, lens=lens, tables=None, tile=tile, heads=heads, dim=dim,
                                dtype=dtype, seed=seed + i)))
     return cases
@@ -650,31 +666,34 @@ def table_padding(table: torch.Tensor, used: list[int]) -> tuple[Forbidden, ...]
     base = table.data_ptr()
     # Entry 0 is always inside a row, so a clamped index (tl.where(mask_n, index, 0)) may read it.
     regions = [Forbidden(base + i * row + max(n, 1) * item, base + (i + 1) * row,
-                         f"sequence {i}'s block-table row", item, origin=base + i * row) for i, n in enumerate(used)]
-    regions.append(Forbidden(base + len(used) * row, base + table.numel() * item, "a row past the last sequence", item))
+                         tr("sequence {i}'s block-table row", i=i), item, origin=base + i * row)
+               for i, n in enumerate(used)]
+    regions.append(Forbidden(base + len(used) * row, base + table.numel() * item, tr("a row past the last sequence"),
+                             item))
     return tuple(regions)
 
 
-def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> str | None:
+def _slot_hint(got: int, pos: int, B: int, table: list[int]) -> Message | None:
     """Name a known mistake when the wrong slot is exactly what it would give."""
     shift = max(B.bit_length() - 1, 0)
-    candidates = {
-        "// and % swapped (the table is indexed by pos % B)":
-            table[pos % B] * B + pos // B if pos % B < len(table) and table[pos % B] >= 0 else None,
-        f"a power-of-two trick: pos >> {shift} and pos & (B - 1) split a position only when B = {B} is a power of two":
-            table[pos >> shift] * B + (pos & (B - 1)) if (pos >> shift) < len(table) else None,
-        "the offset is missing: block * B is the first slot of the block": table[pos // B] * B,
-        "block * B is missing: a table entry is a block number, not a slot": table[pos // B] + pos % B,
-        "the position itself was used as the offset (use pos % B)": table[pos // B] * B + pos,
-        "the table was skipped: pos is a logical position, the slot is physical": pos,
-    }
-    for hint, value in candidates.items():
+    candidates = [
+        (tr("hint: // and % swapped (the table is indexed by pos % B)"),
+         table[pos % B] * B + pos // B if pos % B < len(table) and table[pos % B] >= 0 else None),
+        (tr("hint: a power-of-two trick: pos >> {shift} and pos & (B - 1) split a position only when B = {B} is a "
+            "power of two", shift=shift, B=B),
+         table[pos >> shift] * B + (pos & (B - 1)) if (pos >> shift) < len(table) else None),
+        (tr("hint: the offset is missing: block * B is the first slot of the block"), table[pos // B] * B),
+        (tr("hint: block * B is missing: a table entry is a block number, not a slot"), table[pos // B] + pos % B),
+        (tr("hint: the position itself was used as the offset (use pos % B)"), table[pos // B] * B + pos),
+        (tr("hint: the table was skipped: pos is a logical position, the slot is physical"), pos),
+    ]
+    for hint, value in candidates:
         if value is not None and value == got:
-            return "hint: " + hint
+            return hint
     for other in (1, 2, 4, 8, 16, 32):  # a block size from somewhere else: a global, or a typed-in number
         if other != B and pos // other < len(table) and table[pos // other] * other + pos % other == got:
-            return (f"hint: that is the slot at block size {other}, but this case's block size is {B}: "
-                    f"use the BLOCK_SIZE argument, not a number or a global variable")
+            return tr("hint: that is the slot at block size {other}, but this case's block size is {B}: use the "
+                      "BLOCK_SIZE argument, not a number or a global variable", other=other, B=B)
     return None
 
 
@@ -698,12 +717,12 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
             got = float(out[seq, pos])
             if got != want:
                 t = pos // tile
-                got_text = "nothing (NaN)" if math.isnan(got) else (
+                got_text = tr("nothing (NaN)") if math.isnan(got) else (
                     f"{int(got)}" if got == int(got) else f"{got}")
-                lines = [f"program (sequence {seq}, tile {t}) covers positions {t * tile}..{t * tile + tile - 1} "
-                         f"of a {n}-token sequence",
-                         f"position {pos}: table entry {pos // B} is block {table[pos // B]}, so expected "
-                         f"{_where(want, B)}; got {got_text}"]
+                lines = [tr("program (sequence {seq}, tile {tile}) covers positions {first}..{last} of a {n}-token "
+                            "sequence", seq=seq, tile=t, first=t * tile, last=t * tile + tile - 1, n=n),
+                         tr("position {pos}: table entry {entry} is block {block}, so expected {where}; got {got}",
+                            pos=pos, entry=pos // B, block=table[pos // B], where=_where(want, B), got=got_text)]
                 if not math.isnan(got) and got == int(got):
                     hint = _slot_hint(int(got), pos, B, table)
                     lines += [hint] if hint else []
@@ -713,11 +732,14 @@ def _run_tile_slots(fn: object, case: Case) -> list[str]:
     return []
 
 
-def past_the_table(read: str) -> str:
-    """The failure of a kernel whose slots are right but which read the table past the sequence."""
-    return (f"the slots are right, but a load whose lanes were not masked read {read}, past the sequence's last "
-            f"block: load the table with mask=mask_n, so positions past the sequence read nothing (on a GPU the "
-            f"row may end there, and the read would fall outside it)")
+def past_the_table(read: object, right: str | None = None) -> Message:
+    """The failure of a kernel whose slots are right but which read the table past the sequence.
+
+    ``right`` says what was right (a ``tr`` message); the slots, unless given."""
+    return tr("{right}, but a load whose lanes were not masked read {read}, past the sequence's last block: load the "
+              "table with mask=mask_n, so positions past the sequence read nothing (on a GPU the row may end there, "
+              "and the read would fall outside it)", right=tr("the slots are right") if right is None else right,
+              read=read.text if isinstance(read, Read) else read)
 
 
 def try_tile_slots(fn: object, case: int | str = 0) -> dict:
@@ -733,15 +755,15 @@ def check_tile_slots(fn: object) -> bool:
 def _find_row(row: torch.Tensor, cache: PagedCache, B: int) -> str:
     """Name the cache row a (wrong) loaded row equals, if any."""
     if bool(torch.isnan(row).any()):
-        return "NaN (an unwritten slot, or memory outside the row)"
+        return tr("NaN (an unwritten slot, or memory outside the row)")
     if bool((row == 0).all()):
-        return "zeros"
+        return tr("zeros")
     flat = cache.k.reshape(-1, cache.k.shape[2], cache.k.shape[3])
     for slot in range(flat.shape[0]):
         for head in range(flat.shape[1]):
             if bool(_same(flat[slot, head], row).all()):
-                return f"the K row of {_where(slot, B)}, KV head {head}"
-    return "values that are no single cache row's (a stride or a column offset is off?)"
+                return tr("the K row of {where}, KV head {head}", where=_where(slot, B), head=head)
+    return tr("values that are no single cache row's (a stride or a column offset is off?)")
 
 
 def _run_load_tile(fn: object, case: Case) -> list[str]:
@@ -765,29 +787,32 @@ def _run_load_tile(fn: object, case: Case) -> list[str]:
             for head in range(heads):
                 got = out[seq, pos, head]
                 t = pos // tile
-                where = (f"program (sequence {seq}, KV head {head}, tile {t}), row {pos % tile} of the tile "
-                         f"(position {pos} of a {n}-token sequence; dtype {_dtype_name(dtype)})")
+                where = tr("program (sequence {seq}, KV head {head}, tile {tile}), row {row} of the tile (position "
+                           "{pos} of a {n}-token sequence; dtype {dtype})", seq=seq, head=head, tile=t,
+                           row=pos % tile, pos=pos, n=n, dtype=_dtype_name(dtype))
                 if pos < n:
                     slot = table[pos // B] * B + pos % B
                     want = paged.cache.k[slot // B, slot % B, head]
                     if not bool(_same(got[:dim], want).all()):
-                        return [where, f"expected the row of {_where(slot, B)}, KV head {head}; got "
-                                       f"{_find_row(got[:dim], paged.cache, B)}"] + _load_hints(B)
+                        return [where, tr("expected the row of {where}, KV head {head}; got {got}",
+                                          where=_where(slot, B), head=head,
+                                          got=_find_row(got[:dim], paged.cache, B))] + _load_hints(B)
                     if bool((got[dim:] != 0).any()):
-                        return [where, f"columns {dim}..{dim_pad - 1} pad head_dim {dim} up to {dim_pad}: they must "
-                                       f"read as 0 (mask them with mask_d), got {got[dim:].tolist()}"]
+                        return [where, tr("columns {first}..{last} pad head_dim {dim} up to {pad}: they must read as "
+                                          "0 (mask them with mask_d), got {got}", first=dim, last=dim_pad - 1,
+                                          dim=dim, pad=dim_pad, got=got[dim:].tolist())]
                 elif bool((got != 0).any()):
-                    return [where, "this position is past the sequence (masked): its row must read as 0, "
-                                   f"got {_find_row(got[:dim], paged.cache, B)}. Load with mask=... and other=0.0: "
-                                   "an unwritten slot may hold NaN, and 0 x NaN is NaN in the sum over V"]
+                    return [where, tr("this position is past the sequence (masked): its row must read as 0, got "
+                                      "{got}. Load with mask=... and other=0.0: an unwritten slot may hold NaN, and "
+                                      "0 x NaN is NaN in the sum over V", got=_find_row(got[:dim], paged.cache, B))]
     return []
 
 
 def _load_hints(B: int) -> list[str]:
-    hints = ["hint: the row of a slot is (slot // B) * stride_block + (slot % B) * stride_token + "
-             "kv_head * stride_head; here blocks are not B rows apart, so slot * stride_token is not it"]
+    hints = [tr("hint: the row of a slot is (slot // B) * stride_block + (slot % B) * stride_token + "
+                "kv_head * stride_head; here blocks are not B rows apart, so slot * stride_token is not it")]
     if B & (B - 1):
-        hints.append(f"hint: block size {B} is not a power of two: no shifts or & masks")
+        hints.append(tr("hint: block size {B} is not a power of two: no shifts or & masks", B=B))
     return hints
 
 
@@ -799,7 +824,7 @@ def try_load_tile(fn: object, case: int | str = 0) -> dict:
 def check_load_tile(fn: object) -> bool:
     """Grade piece 3, ``load_tile(cache_ptr, slots, mask_n, kv_head, offs_d, mask_d, stride_block,
     stride_token, stride_head, BLOCK_SIZE) -> [TILE_N, HEAD_DIM_PAD]`` (masked rows and columns 0)."""
-    return grade_in_order("load_tile（帶遮罩載入 tile）", _gather_cases(303), lambda case: _run_load_tile(fn, case))
+    return grade_in_order("load_tile（帶遮罩載入圖塊）", _gather_cases(303), lambda case: _run_load_tile(fn, case))
 
 
 # --- piece 4: one online-softmax tile update -----------------------------------------------------
@@ -836,22 +861,23 @@ UPDATE_RTOL = 2e-5
 
 def _softmax_cases() -> list[Case]:
     cases = [
-        Case("random scores, four tiles of 8, GQA group 4", dict(G=4, T=8, D=4, tiles=4, shift=0.0)),
-        Case("the max grows every tile (the old sum and output must be rescaled)",
+        Case(tr("random scores, four tiles of 8, GQA group 4"), dict(G=4, T=8, D=4, tiles=4, shift=0.0)),
+        Case(tr("the max grows every tile (the old sum and output must be rescaled)"),
              dict(G=2, T=4, D=4, tiles=3, shift=4.0)),
-        Case("the max shrinks after the first tile", dict(G=2, T=4, D=2, tiles=3, shift=-4.0)),
-        Case("scores near 1,400 in base 2 (exp2 overflows float32 without the running max)",
+        Case(tr("the max shrinks after the first tile"), dict(G=2, T=4, D=2, tiles=3, shift=-4.0)),
+        Case(tr("scores near 1,400 in base 2 (exp2 overflows float32 without the running max)"),
              dict(G=1, T=4, D=2, tiles=2, shift=3.0, base=1400.0)),
-        Case("a ragged last tile padded with -inf", dict(G=4, T=8, D=4, tiles=3, shift=0.0, ragged=True)),
-        Case("a last tile of only padding (all -inf), as a split's tail can be: nothing may change",
+        Case(tr("a ragged last tile padded with -inf"), dict(G=4, T=8, D=4, tiles=3, shift=0.0, ragged=True)),
+        Case(tr("a last tile of only padding (all -inf), as a split's tail can be: nothing may change"),
              dict(G=2, T=4, D=4, tiles=3, shift=0.0, empty_last=True)),
-        Case("GQA group 3 padded to 4 rows (the padding row's query is 0, so its scores are 0)",
+        Case(tr("GQA group 3 padded to 4 rows (the padding row's query is 0, so its scores are 0)"),
              dict(G=4, T=4, D=4, tiles=3, shift=2.0, zero_rows=1)),
     ]
     rng = random.Random(505)
     for i in range(5):
         G, T, D = rng.choice([1, 2, 4]), rng.choice([1, 2, 4, 16]), rng.choice([2, 4, 8])
-        cases.append(Case(f"hidden case {i + 1} (seeded random): group {G}, tiles of {T}, head_dim {D}",
+        cases.append(Case(tr("hidden case {n} (seeded random): group {G}, tiles of {T}, head_dim {D}", n=i + 1, G=G,
+                             T=T, D=D),
                           dict(G=G, T=T, D=D, tiles=rng.randint(1, 4), shift=rng.uniform(-5, 5),
                                base=rng.choice([0.0, 0.0, 300.0]), ragged=rng.random() < 0.5, seed=i)))
     return cases
@@ -890,35 +916,41 @@ def _run_update(fn: object, case: Case) -> list[str]:
             _CAPTURE.setdefault("tiles", []).append(dict(qk=qk, v=v, state=tuple(x.cpu() for x in outs),
                                                          expected=tuple(x.float() for x in want)))
         if error:
-            return [f"tile {t + 1} of {p['tiles']}: {error}"]
-        for name, got, w in zip(("m (running max)", "l (running sum)", "acc (running output)"), outs, want):
+            return [tr("tile {tile} of {tiles}: {error}", tile=t + 1, tiles=p["tiles"], error=error)]
+        names = (tr("m (running max)"), tr("l (running sum)"), tr("acc (running output)"))
+        for key, name, got, w in zip("mla", names, outs, want):
             got = got.cpu().double()
             scale = w.abs().clamp(min=1.0)
             idx = _first_mismatch(got, w, UPDATE_RTOL, 1e-6)
             if idx is not None:
                 rel = float(((got - w).abs() / scale)[idx]) if math.isfinite(float(got[idx])) else math.inf
-                lines = [f"after tile {t + 1} of {p['tiles']} (tiles of {T}, group {G}, head_dim {D}; float32 "
-                         f"state against a float64 reference), query row {idx[0]}:",
-                         f"{name}{f' column {idx[1]}' if len(idx) > 1 else ''}: expected {float(w[idx]):.6g}, got "
-                         f"{float(got[idx]):.6g} (relative error {rel:.2g}, tolerance {UPDATE_RTOL:g})"]
-                return lines + _update_hint(name, float(got[idx]), t, p)
+                values = dict(name=name, expected=float(w[idx]), got=float(got[idx]), rel=rel, tol=UPDATE_RTOL)
+                lines = [tr("after tile {tile} of {tiles} (tiles of {T}, group {G}, head_dim {D}; float32 state "
+                            "against a float64 reference), query row {row}:", tile=t + 1, tiles=p["tiles"], T=T, G=G,
+                            D=D, row=idx[0]),
+                         tr("{name} column {column}: expected {expected:.6g}, got {got:.6g} (relative error "
+                            "{rel:.2g}, tolerance {tol:g})", column=idx[1], **values) if len(idx) > 1 else
+                         tr("{name}: expected {expected:.6g}, got {got:.6g} (relative error {rel:.2g}, tolerance "
+                            "{tol:g})", **values)]
+                return lines + _update_hint(key, float(got[idx]), t, p)
         state32 = tuple(x.cpu() for x in outs)
     return []
 
 
-def _update_hint(name: str, got: float, tile: int, p: dict) -> list[str]:
+def _update_hint(key: str, got: float, tile: int, p: dict) -> list[str]:
+    """The hint for a wrong value of state ``key`` ("m", "l" or "a" for acc) after tile ``tile``."""
     if p.get("empty_last") and tile == p["tiles"] - 1 and not math.isfinite(got):
-        return ["hint: this tile is all padding, so its own max is -inf and qk - (-inf) is NaN: subtract the "
-                "running max m_new = max(m_i, the tile's max), which is finite after the first tile"]
+        return [tr("hint: this tile is all padding, so its own max is -inf and qk - (-inf) is NaN: subtract the "
+                   "running max m_new = max(m_i, the tile's max), which is finite after the first tile")]
     if not math.isfinite(got):
-        return ["hint: inf or NaN: exp2 of a large score overflows float32 unless the running max is "
-                "subtracted first (exp2(qk - m_new))"]
-    if name.startswith("m"):
-        return ["hint: m is the largest score so far: the max of the old m and this tile's row maxima (axis 1)"]
+        return [tr("hint: inf or NaN: exp2 of a large score overflows float32 unless the running max is "
+                   "subtracted first (exp2(qk - m_new))")]
+    if key == "m":
+        return [tr("hint: m is the largest score so far: the max of the old m and this tile's row maxima (axis 1)")]
     if tile > 0:
-        return ["hint: everything accumulated before this tile was computed against the old max; scale it by "
-                "alpha = exp2(m_old - m_new) before adding this tile. Scores are base 2: use exp2, not exp"]
-    return ["hint: the scores are base-2 logits: p = exp2(qk - m_new), l sums p along the tile, acc adds p @ v"]
+        return [tr("hint: everything accumulated before this tile was computed against the old max; scale it by "
+                   "alpha = exp2(m_old - m_new) before adding this tile. Scores are base 2: use exp2, not exp")]
+    return [tr("hint: the scores are base-2 logits: p = exp2(qk - m_new), l sums p along the tile, acc adds p @ v")]
 
 
 def try_softmax_tile_update(fn: object, case: int | str = 0) -> dict:
@@ -959,19 +991,20 @@ JUNK_LSE = 60.0
 
 def _merge_cases() -> list[Case]:
     cases = [
-        Case("four query heads, 3 splits each, head_dim 4", dict(rows=4, splits=[3] * 4, pad=4, dim=4, spread=2.0)),
-        Case("one split (the output is that split's)", dict(rows=2, splits=[1, 1], pad=2, dim=3, spread=2.0)),
-        Case("an empty last split (lse -inf, part 0)", dict(rows=2, splits=[3, 2], pad=4, dim=4, spread=2.0,
-                                                            empty_last=True)),
-        Case("log-sum-exps 300 apart (2**300 overflows float32 unless the max is subtracted)",
+        Case(tr("four query heads, 3 splits each, head_dim 4"),
+             dict(rows=4, splits=[3] * 4, pad=4, dim=4, spread=2.0)),
+        Case(tr("one split (the output is that split's)"), dict(rows=2, splits=[1, 1], pad=2, dim=3, spread=2.0)),
+        Case(tr("an empty last split (lse -inf, part 0)"), dict(rows=2, splits=[3, 2], pad=4, dim=4, spread=2.0,
+                                                                empty_last=True)),
+        Case(tr("log-sum-exps 300 apart (2**300 overflows float32 unless the max is subtracted)"),
              dict(rows=2, splits=[2, 3], pad=4, dim=2, spread=300.0)),
     ]
     rng = random.Random(606)
     for i in range(5):
         pad = rng.choice([2, 4, 8])
         rows = rng.randint(1, 4)
-        cases.append(Case(f"hidden case {i + 1} (seeded random): {rows} row(s), up to {pad} splits, head_dim "
-                          f"{rng.choice([3, 5, 6, 8])}",
+        cases.append(Case(tr("hidden case {n} (seeded random): {rows} row(s), up to {pad} splits, head_dim {dim}",
+                             n=i + 1, rows=rows, pad=pad, dim=rng.choice([3, 5, 6, 8])),
                           dict(rows=rows, splits=[rng.randint(1, pad) for _ in range(rows)], pad=pad,
                                dim=rng.choice([3, 5, 6, 8]), spread=rng.choice([1.0, 10.0, 200.0]),
                                empty_last=rng.random() < 0.4, seed=i)))
@@ -1012,16 +1045,16 @@ def _run_merge(fn: object, case: Case) -> list[str]:
         return []
     r, d = bad
     err = abs(float(got[r, d]) - float(want[r, d]))
-    lines = [f"program {r} (one (token, query head) row), {p['splits'][r]} split(s) of SPLITS_PAD {pad}, "
-             f"float32 against float64:",
-             f"output column {d}: expected {float(want[r, d]):.6g}, got {float(got[r, d]):.6g} "
-             f"(absolute error {err:.2g}, tolerance {MERGE_RTOL:g} relative)"]
+    lines = [tr("program {r} (one (token, query head) row), {splits} split(s) of SPLITS_PAD {pad}, float32 against "
+                "float64:", r=r, splits=p["splits"][r], pad=pad),
+             tr("output column {d}: expected {expected:.6g}, got {got:.6g} (absolute error {err:.2g}, tolerance "
+                "{tol:g} relative)", d=d, expected=float(want[r, d]), got=float(got[r, d]), err=err, tol=MERGE_RTOL)]
     if not math.isfinite(float(got[r, d])):
-        lines.append("hint: inf or NaN: subtract the largest lse before exp2, and read only the first num_splits "
-                     "splits (mask = offs_s < num_splits; the rows after them are not splits)")
+        lines.append(tr("hint: inf or NaN: subtract the largest lse before exp2, and read only the first num_splits "
+                        "splits (mask = offs_s < num_splits; the rows after them are not splits)"))
     else:
-        lines.append("hint: split s's weight is exp2(lse[s] - max lse) / the sum of those weights; lse is base 2 "
-                     "(exp2, not exp), and split s's row starts at part_ptr + s * stride_split")
+        lines.append(tr("hint: split s's weight is exp2(lse[s] - max lse) / the sum of those weights; lse is base 2 "
+                        "(exp2, not exp), and split s's row starts at part_ptr + s * stride_split"))
     return lines
 
 
@@ -1033,4 +1066,4 @@ def try_merge_splits(fn: object, case: int | str = 0) -> dict:
 def check_merge_splits(fn: object) -> bool:
     """Grade piece 5, ``merge_splits(part_ptr, lse_ptr, num_splits, stride_split, offs_d, mask_d,
     SPLITS_PAD) -> [HEAD_DIM_PAD]``, against a float64 softmax over the splits."""
-    return grade_in_order("merge_splits（split-K 合併）", _merge_cases(), lambda case: _run_merge(fn, case))
+    return grade_in_order("merge_splits（KV 分割匯合）", _merge_cases(), lambda case: _run_merge(fn, case))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .ch2 import HIDDEN_BLOCK_SIZES, diagnose_batch_slots, random_table
 from .grading import Reader, as_int_list, grade, short
+from .messages import Message, tr
 from .solutions import ch5 as reference
 
 MAX_SHOWN = 6   # wrong tokens printed per failing case
@@ -34,12 +35,12 @@ class StepCase:
 
 
 STEP_CASES: tuple[StepCase, ...] = (
-    StepCase("decode: sequences of 5, 17 and 9 tokens each add one, block size 4",
+    StepCase(tr("decode: sequences of 5, 17 and 9 tokens each add one, block size 4"),
              ((7, 1), (3, 12, 0, 5, 9), (2, 14, 6)), (5, 17, 9), (1, 1, 1), 4),
-    StepCase("prefill: prompts of 6 and 3 tokens, block size 4", ((4, 11), (8,)), (6, 3), (6, 3), 4),
-    StepCase("mixed: 8 of a 13-token prompt cached (prefix hit), next to a decode, block size 4",
+    StepCase(tr("prefill: prompts of 6 and 3 tokens, block size 4"), ((4, 11), (8,)), (6, 3), (6, 3), 4),
+    StepCase(tr("mixed: 8 of a 13-token prompt cached (prefix hit), next to a decode, block size 4"),
              ((10, 3, 6, 1), (0, 13)), (13, 7), (5, 1), 4),
-    StepCase("block size 1: a decode and a 3-token prompt", ((5, 2, 9), (0, 7, 3)), (3, 3), (1, 3), 1),
+    StepCase(tr("block size 1: a decode and a 3-token prompt"), ((5, 2, 9), (0, 7, 3)), (3, 3), (1, 3), 1),
 )
 
 
@@ -60,22 +61,24 @@ def _hidden_step_cases(count: int = 120, seed: int = 6) -> list[StepCase]:
         for length in lengths:
             tables.append(tuple(ids[start:start + length]))
             start += length
-        cases.append(StepCase(f"hidden case {i + 1}: tables {[list(t) for t in tables]}, seq_lens {seq_lens}, "
-                              f"query_lens {query_lens}, block size {b}", tuple(tables), tuple(seq_lens),
-                              tuple(query_lens), b))
+        cases.append(StepCase(tr("hidden case {n}: tables {tables}, seq_lens {seq_lens}, query_lens {query_lens}, "
+                                 "block size {block_size}", n=i + 1, tables=[list(t) for t in tables],
+                                 seq_lens=seq_lens, query_lens=query_lens, block_size=b),
+                              tuple(tables), tuple(seq_lens), tuple(query_lens), b))
     return cases
 
 
 HIDDEN_STEP_CASES = _hidden_step_cases()
 
 
-def _where(slot: int, case: StepCase, seq: int) -> str:
+def _where(slot: int, case: StepCase, seq: int) -> Message:
     """Explain a (wrong) slot: whose block it is, and which position that slot really holds."""
     block, offset = divmod(slot, case.block_size)
     table = case.block_tables[seq]
     if block not in table:
-        return f"block {block} is not in this sequence's table {list(table)}"
-    return f"block {block}, offset {offset}: the slot of position {table.index(block) * case.block_size + offset}"
+        return tr("block {block} is not in this sequence's table {table}", block=block, table=list(table))
+    return tr("block {block}, offset {offset}: the slot of position {position}", block=block, offset=offset,
+              position=table.index(block) * case.block_size + offset)
 
 
 def _run_step(fn: Reader, case: StepCase) -> list[str]:
@@ -83,17 +86,18 @@ def _run_step(fn: Reader, case: StepCase) -> list[str]:
                                                          case.block_size)
     result = fn([list(t) for t in case.block_tables], list(case.seq_lens), list(case.query_lens), case.block_size)
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        return [f"expected three lists (positions, slots, last_token_index), got {short(result)}"]
+        return [tr("expected three lists (positions, slots, last_token_index), got {got}", got=short(result))]
     lists = []
-    for what, value in zip(("position", "slot", "row index"), result):
+    for what, value in zip((tr("position"), tr("slot"), tr("row index")), result):
         converted, problem = as_int_list(value, what)
         if converted is None:
             return [problem]
         lists.append(converted)
     got_pos, got_slots, got_last = lists
     if len(got_pos) != len(exp_pos) or len(got_slots) != len(exp_slots):
-        return [f"the step has {len(exp_pos)} new tokens ({' + '.join(map(str, case.query_lens))}); got "
-                f"{len(got_pos)} positions and {len(got_slots)} slots"]
+        return [tr("the step has {count} new tokens ({sum}); got {positions} positions and {slots} slots",
+                   count=len(exp_pos), sum=" + ".join(map(str, case.query_lens)), positions=len(got_pos),
+                   slots=len(got_slots))]
     lines = []
     owner = [i for i, n in enumerate(case.query_lens) for _ in range(n)]
     wrong = [t for t in range(len(exp_pos)) if (got_pos[t], got_slots[t]) != (exp_pos[t], exp_slots[t])]
@@ -103,17 +107,16 @@ def _run_step(fn: Reader, case: StepCase) -> list[str]:
         cause = diagnose_batch_slots(groups, case.block_size)
         if cause and all(got_pos[t] == exp_pos[t] for t in wrong):
             lines.append(cause)
-        lines.append(f"{len(wrong)} of {len(exp_pos)} tokens wrong")
-        lines.append(f"  {'token':>5} {'seq':>3} {'position':>8} {'got':>5} {'slot':>6} {'got':>5}  "
-                     f"where the slot you gave lands")
+        lines.append(tr("{wrong} of {total} tokens wrong", wrong=len(wrong), total=len(exp_pos)))
+        lines.append(tr("  token seq position   got   slot   got  where the slot you gave lands"))   # the columns below
         for t in wrong[:MAX_SHOWN]:
             lines.append(f"  {t:>5} {owner[t]:>3} {exp_pos[t]:>8} {got_pos[t]:>5} {exp_slots[t]:>6} "
                          f"{got_slots[t]:>5}  {_where(got_slots[t], case, owner[t])}")
         if len(wrong) > MAX_SHOWN:
-            lines.append(f"  ... and {len(wrong) - MAX_SHOWN} more")
+            lines.append(tr("  ... and {count} more", count=len(wrong) - MAX_SHOWN))
     if got_last != exp_last:
-        lines.append(f"last_token_index expected {exp_last}, got {got_last} "
-                     f"(the logits row of each sequence's last new token)")
+        lines.append(tr("last_token_index expected {expected}, got {got} (the logits row of each sequence's last new "
+                        "token)", expected=exp_last, got=got_last))
     return lines
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import random
+import re
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,18 +30,19 @@ from ..core.request import Request, SamplingParams, Status
 from ..core.scheduler import ScheduledStep, Scheduler, SchedulerState
 from .ch2 import HIDDEN_BLOCK_SIZES
 from .grading import ArgsCase, Raised, Reader, as_bool, grade, rows_to_first_difference, short
+from .messages import Message, tr
 from .my_engine import function_in, grade_part
 from .solutions import ch6 as reference
 
 # (name, num_tokens, block_size, num_free_blocks, watermark_blocks, num_running)
-ADMIT_CASES: tuple[tuple[str, int, int, int, int, int], ...] = (
-    ("fits with room to spare", 40, 16, 10, 1, 3),
-    ("41 tokens need 3 blocks, not 2", 41, 16, 2, 0, 1),
-    ("an exact fit without watermark", 48, 16, 3, 0, 2),
-    ("an exact fit, but the watermark must stay free", 48, 16, 3, 1, 2),
-    ("the whole pool, nothing running: the watermark does not apply", 64, 16, 4, 1, 0),
-    ("one block short", 65, 16, 4, 0, 0),
-    ("block size 1", 7, 1, 8, 1, 5),
+ADMIT_CASES: tuple[tuple[Message, int, int, int, int, int], ...] = (
+    (tr("fits with room to spare"), 40, 16, 10, 1, 3),
+    (tr("41 tokens need 3 blocks, not 2"), 41, 16, 2, 0, 1),
+    (tr("an exact fit without watermark"), 48, 16, 3, 0, 2),
+    (tr("an exact fit, but the watermark must stay free"), 48, 16, 3, 1, 2),
+    (tr("the whole pool, nothing running: the watermark does not apply"), 64, 16, 4, 1, 0),
+    (tr("one block short"), 65, 16, 4, 0, 0),
+    (tr("block size 1"), 7, 1, 8, 1, 5),
 )
 
 
@@ -53,7 +56,7 @@ def _hidden_admit_cases(count: int = 300, seed: int = 7) -> list[ArgsCase]:
         running = rng.choice([0, 1, 1, 1, 2, rng.randint(3, 9)])
         need = -(-tokens // b)
         free = max(0, need + rng.choice([0, watermark, watermark - 1, watermark + 1, -1, rng.randint(-3, 6)]))
-        cases.append(ArgsCase(f"hidden case {i + 1}", (tokens, b, free, watermark, running)))
+        cases.append(ArgsCase(tr("hidden case {n}", n=i + 1), (tokens, b, free, watermark, running)))
     return cases
 
 
@@ -67,12 +70,17 @@ def _run_admit(fn: Reader, case: ArgsCase) -> list[str]:
     tokens, b, free, watermark, running = case.args
     inputs = f"tokens={tokens}, B={b}, free={free}, watermark={watermark}, running={running}"
     if value is None:
-        return [f"({inputs}): got {short(got)}, expected {expected}: the answer is True or False"]
+        return [tr("({inputs}): got {got}, expected {expected}: the answer is True or False", inputs=inputs,
+                   got=short(got), expected=expected)]
     if value == expected:
         return []
     need = -(-tokens // b)
-    return [f"({inputs}): got {value}, expected {expected} ({tokens} tokens at block size {b} take {need} "
-            f"block{'s' if need != 1 else ''}; {running} request{'s' if running != 1 else ''} running)"]
+    blocks = (tr("{tokens} tokens at block size {b} take {need} block", tokens=tokens, b=b, need=need) if need == 1 else
+              tr("{tokens} tokens at block size {b} take {need} blocks", tokens=tokens, b=b, need=need))
+    busy = (tr("{running} request running", running=running) if running == 1 else
+            tr("{running} requests running", running=running))
+    return [tr("({inputs}): got {got}, expected {expected} ({blocks}; {running})", inputs=inputs, got=value,
+               expected=expected, blocks=blocks, running=busy)]
 
 
 def check_can_admit(fn: Callable[[int, int, int, int, int], bool]) -> bool:
@@ -86,7 +94,7 @@ def check_can_admit(fn: Callable[[int, int, int, int, int], bool]) -> bool:
 class SchedCase:
     """A seeded trace: requests ``(id, prompt_len, max_tokens, n, arrival_step)`` on a pool and two limits."""
 
-    name: str
+    name: Message
     block_size: int
     num_blocks: int
     requests: tuple[tuple[str, int, int, int, int], ...]
@@ -96,15 +104,15 @@ class SchedCase:
 
 
 SCHEDULE_CASES: tuple[SchedCase, ...] = (
-    SchedCase("the chapter's pool: 8 blocks of 4, prompts of 7, 8 and 9 tokens", 4, 8,
+    SchedCase(tr("the chapter's pool: 8 blocks of 4, prompts of 7, 8 and 9 tokens"), 4, 8,
               (("A", 7, 6, 1, 0), ("B", 8, 6, 1, 0), ("C", 9, 6, 1, 0))),
-    SchedCase("a token budget of 10: a 25-token prompt is prefilled in chunks beside the decodes", 4, 32,
+    SchedCase(tr("a token budget of 10: a 25-token prompt is prefilled in chunks beside the decodes"), 4, 32,
               (("A", 6, 8, 1, 0), ("B", 5, 8, 1, 0), ("long", 25, 3, 1, 1), ("D", 4, 3, 1, 2)), token_budget=10),
-    SchedCase("max_num_seqs=2: the third request waits for a seat", 4, 32,
+    SchedCase(tr("max_num_seqs=2: the third request waits for a seat"), 4, 32,
               (("A", 5, 3, 1, 0), ("B", 6, 5, 1, 0), ("C", 4, 3, 1, 0)), max_num_seqs=2),
-    SchedCase("a request with n=3 samples takes 3 seats from its admission (max_num_seqs=4)", 4, 32,
+    SchedCase(tr("a request with n=3 samples takes 3 seats from its admission (max_num_seqs=4)"), 4, 32,
               (("par", 6, 4, 3, 0), ("B", 5, 3, 1, 0), ("C", 5, 3, 1, 0)), max_num_seqs=4),
-    SchedCase("block size 5, a watermark of 1 block, and preemptions while a queue waits", 5, 9,
+    SchedCase(tr("block size 5, a watermark of 1 block, and preemptions while a queue waits"), 5, 9,
               (("A", 9, 8, 1, 0), ("B", 11, 7, 1, 0), ("C", 6, 9, 1, 0), ("D", 8, 4, 1, 1), ("E", 3, 5, 1, 2)),
               watermark_blocks=1),
 )
@@ -123,7 +131,7 @@ def _hidden_schedule_cases(count: int = 40, seed: int = 11) -> list[SchedCase]:
         num_blocks = need + rng.randint(0, need // 2)
         budget = rng.choice([10_000, rng.randint(1, 3 * b), rng.randint(b, 8 * b)])
         seats = max(n for *_, n, _ in reqs) + rng.choice([0, 1, 2, 64])
-        cases.append(SchedCase(f"hidden case {i + 1}", b, num_blocks, tuple(sorted(reqs, key=lambda r: r[4])),
+        cases.append(SchedCase(tr("hidden case {n}", n=i + 1), b, num_blocks, tuple(sorted(reqs, key=lambda r: r[4])),
                                budget, seats, rng.choice([0, 0, 1, 2])))
     return cases
 
@@ -146,7 +154,7 @@ class StepView:
     """One step of a trace, before and after: what the grader compares and ``try_schedule`` returns."""
 
     step: int
-    before: str                          # the queues and free blocks the step saw
+    before: Message                      # the queues and free blocks the step saw
     scheduled: dict[str, int]            # tokens each sequence computes, in the order scheduled
     preempted: tuple[str, ...]           # in the order preempted
     admitted: tuple[str, ...]
@@ -197,15 +205,16 @@ class _LoggedMemory:
 
 
 class _Refused(Exception):
-    """The grader stops at this step: ``message`` says what happened, ``hint`` (if any) the rule it breaks."""
+    """The grader stops at this step: ``message`` says what happened, ``hint`` (if any) the rule it breaks
+    (each a :class:`~.messages.Message` where the grader wrote it, printed in the reader's language)."""
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.message, self.hint = message, hint
 
 
-COUNT_HINT = ("leave seq.num_computed_tokens alone: the Scheduler advances it by the planned tokens after the "
-              "policy returns, and state.preempt sets a recomputed victim's to 0")
+COUNT_HINT = tr("leave seq.num_computed_tokens alone: the Scheduler advances it by the planned tokens after the "
+                "policy returns, and state.preempt sets a recomputed victim's to 0")
 
 
 class _Audited:
@@ -228,31 +237,34 @@ class _Audited:
         try:
             self.plan = self.policy(state)
         except Raised as error:
-            raise _Refused(str(error), COUNT_HINT if _changed_count(before) else "") from None
+            raise _Refused(error.args[0], COUNT_HINT if _changed_count(before) else "") from None
         preempted = {s.seq_id for s, _, _ in before if s.status is Status.PREEMPTED}
         by_hand = [c.seq_id for c in self.memory.calls if c.what == "release" and c.seq_id not in preempted]
         if by_hand:
-            raise _Refused(f"the policy freed {by_hand} with state.memory.release",
-                           "take memory from a running sequence only with state.preempt(victim): it frees the "
-                           "blocks, sets the count to 0 and puts the victim at the front of state.waiting")
+            raise _Refused(tr("the policy freed {seqs} with state.memory.release", seqs=by_hand),
+                           tr("take memory from a running sequence only with state.preempt(victim): it frees the "
+                              "blocks, sets the count to 0 and puts the victim at the front of state.waiting"))
         changed = _changed_count(before)
         if changed:
             raise _Refused(changed, COUNT_HINT)
         if isinstance(self.plan, dict):
             odd = [(getattr(s, "seq_id", s), n) for s, n in self.plan.items() if not is_whole(n)]
             if odd:
-                raise _Refused(f"the plan gives {short(odd)}: the tokens are ints, which the Scheduler adds to "
-                               f"seq.num_computed_tokens")
+                raise _Refused(tr("the plan gives {odd}: the tokens are ints, which the Scheduler adds to "
+                                  "seq.num_computed_tokens", odd=short(odd)))
         return self.plan
 
 
-def _changed_count(before: list[tuple[Request, Status, int]]) -> str:
+def _changed_count(before: list[tuple[Request, Status, int]]) -> Message | str:
     """Which count the policy changed: a victim's becomes 0 (recomputed), every other stays as it was."""
     for seq, status, count in before:
         expected = 0 if status is Status.RUNNING and seq.status is Status.PREEMPTED else count
         if seq.num_computed_tokens != expected:
-            return (f"the policy changed {seq.seq_id}'s num_computed_tokens from {count} to "
-                    f"{seq.num_computed_tokens}" + (" (it was preempted: 0)" if expected != count else ""))
+            if expected != count:
+                return tr("the policy changed {seq}'s num_computed_tokens from {count} to {now} (it was preempted: 0)",
+                          seq=seq.seq_id, count=count, now=seq.num_computed_tokens)
+            return tr("the policy changed {seq}'s num_computed_tokens from {count} to {now}", seq=seq.seq_id,
+                      count=count, now=seq.num_computed_tokens)
     return ""
 
 
@@ -289,13 +301,33 @@ class _Trace:
                     scheduler.finish(seq)
 
 
-def _describe(scheduler: Scheduler, memory: BlockManager, case: SchedCase) -> str:
-    run = ", ".join(f"{s.seq_id} {s.num_computed_tokens}/{s.num_tokens}" for s in scheduler.running) or "none"
-    wait = ", ".join(f"{s.seq_id} ({s.num_tokens} tokens{', n=' + str(s.num_seqs) if s.num_seqs > 1 else ''}"
-                     f"{', preempted' if s.status is Status.PREEMPTED else ''})" for s in scheduler.waiting) or "none"
-    return (f"running (oldest first, computed/tokens) [{run}]; waiting [{wait}]; {memory.pool.num_free} free blocks "
-            f"of {case.block_size}; token budget {case.token_budget}, max_num_seqs {case.max_num_seqs}, "
-            f"watermark {case.watermark_blocks}")
+def _listed(items: list[Any]) -> Message | str:
+    """``a, b, c`` (``none`` for no items) that renders in the language it is printed in, however long it is kept:
+    the answer key's descriptions are made once and printed in the reader's language of the moment."""
+    if not items:
+        return tr("none")
+    listed = items[0]
+    for item in items[1:]:
+        listed = tr("{items}, {item}", items=listed, item=item)
+    return listed
+
+
+def _waiting(seq: Request) -> Message:
+    preempted, fields = seq.status is Status.PREEMPTED, {"seq": seq.seq_id, "tokens": seq.num_tokens}
+    if seq.num_seqs > 1:
+        if preempted:
+            return tr("{seq} ({tokens} tokens, n={n}, preempted)", n=seq.num_seqs, **fields)
+        return tr("{seq} ({tokens} tokens, n={n})", n=seq.num_seqs, **fields)
+    return tr("{seq} ({tokens} tokens, preempted)", **fields) if preempted else tr("{seq} ({tokens} tokens)", **fields)
+
+
+def _describe(scheduler: Scheduler, memory: BlockManager, case: SchedCase) -> Message:
+    return tr("running (oldest first, computed/tokens) [{running}]; waiting [{waiting}]; {free} free blocks of "
+              "{block_size}; token budget {budget}, max_num_seqs {seats}, watermark {watermark}",
+              running=_listed([f"{s.seq_id} {s.num_computed_tokens}/{s.num_tokens}" for s in scheduler.running]),
+              waiting=_listed([_waiting(s) for s in scheduler.waiting]), free=memory.pool.num_free,
+              block_size=case.block_size, budget=case.token_budget, seats=case.max_num_seqs,
+              watermark=case.watermark_blocks)
 
 
 class _Run:
@@ -319,7 +351,7 @@ class _Run:
         try:
             step = self.scheduler.schedule()
         except ValueError as error:   # the Scheduler's check of a reader's plan refused it
-            raise _Refused(str(error), _plan_hint(str(error), self.policy, self.scheduler)) from None
+            raise _Refused(_scheduler_says(str(error)), _plan_hint(str(error), self.policy, self.scheduler)) from None
         calls = tuple(self.memory.calls)
         self.trace.after(step, self.scheduler)
         return StepView(index, before, {s.seq.seq_id: s.num_new_tokens for s in step.scheduled},
@@ -346,41 +378,92 @@ def _reference_run(case: SchedCase) -> tuple[StepView, ...]:
     raise AssertionError(f"{case.name}: the reference did not finish in {MAX_STEPS} steps")
 
 
-# The Scheduler's refusals of a plan (its _check_plan), by a phrase of each message, and the rule each breaks.
-_PLAN_HINTS: tuple[tuple[str, str], ...] = (
-    ("but memory granted it", "grow or admit exactly the tokens you schedule, and schedule nothing memory refused "
-                              "(a None from grow or admit granted nothing)"),
-    ("but did not schedule them", "schedule every sequence you grew or admitted, with the tokens memory granted"),
-    ("over the token budget", "decodes and prompt chunks share state.token_budget: a sequence computes at most the "
-                              "budget left, so a long prompt is prefilled in chunks over several steps"),
-    ("over max_num_seqs", "count seats with seq.num_seqs: a request with n samples takes n seats until they are "
-                          "forked (then each sample takes one)"),
-    ("left it in state.waiting", "popleft an admitted sequence from state.waiting as you append it to "
-                                 "state.running"),
+# The Scheduler's refusals of a plan (its _check_plan, in English): each message as a template, read back into
+# its fields so that it prints in the reader's language. A message that matches none is printed as it is.
+# (The fields here are blanks: only each message's template is used.)
+_SCHEDULER_REFUSALS: tuple[Message, ...] = (
+    tr("the scheduling policy {policy} returned {kind}; it must return a dict {{sequence: tokens}}", policy="",
+       kind=""),
+    tr("the scheduling policy {policy} planned {tokens} tokens for {seq}: a token count is a whole number (an int)",
+       policy="", tokens="", seq=""),
+    tr("the scheduling policy {policy} planned {seq}, which is not in state.running after the step", policy="",
+       seq=""),
+    tr("the scheduling policy {policy} planned {tokens} tokens for {seq}, but memory granted it nothing: admit or "
+       "grow exactly what you schedule", policy="", tokens="", seq=""),
+    tr("the scheduling policy {policy} planned {tokens} tokens for {seq}, but memory granted it {granted} tokens: "
+       "admit or grow exactly what you schedule", policy="", tokens="", seq="", granted=""),
+    tr("the scheduling policy {policy} took memory for {seqs} but did not schedule them", policy="", seqs=""),
+    tr("the scheduling policy {policy} planned {tokens} tokens, over the token budget of {budget}", policy="",
+       tokens="", budget=""),
+    tr("the scheduling policy {policy} runs {seats} seats, over max_num_seqs={limit}", policy="", seats="", limit=""),
+    tr("the scheduling policy {policy} admitted a sequence but left it in state.waiting", policy=""),
 )
 
 
-def _plan_hint(message: str, policy: _Audited | None, scheduler: Scheduler) -> str:
-    """The rule behind a refusal of the Scheduler's ``_check_plan`` (its message names what it saw)."""
-    if "not in state.running" in message and policy is not None and isinstance(policy.plan, dict):
+def _template_regex(template: str) -> re.Pattern[str]:
+    """A regex that matches what ``template`` formats to, a named group per field."""
+    parts = []
+    for literal, field, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if field:
+            parts.append(f"(?P<{field}>.+?)")
+    return re.compile("".join(parts), re.S)
+
+
+def _scheduler_says(message: str) -> Message | str:
+    """The Scheduler's refusal ``message`` as one of :data:`_SCHEDULER_REFUSALS` with its fields, or as it is."""
+    for refusal in _SCHEDULER_REFUSALS:
+        found = _template_regex(refusal.template).fullmatch(message)
+        if found:
+            said = Message(refusal.template, **found.groupdict())
+            if said == message:
+                return said
+    return message
+
+
+# The same refusals by a phrase of each message, and the rule each breaks.
+_PLAN_HINTS: tuple[tuple[str, Message], ...] = (
+    ("but memory granted it",  # en: not shown to readers (a phrase of the Scheduler's message)
+     tr("grow or admit exactly the tokens you schedule, and schedule nothing memory refused (a None from grow or "
+        "admit granted nothing)")),
+    ("but did not schedule them",  # en: not shown to readers (a phrase of the Scheduler's message)
+     tr("schedule every sequence you grew or admitted, with the tokens memory granted")),
+    ("over the token budget",  # en: not shown to readers (a phrase of the Scheduler's message)
+     tr("decodes and prompt chunks share state.token_budget: a sequence computes at most the budget left, so a long "
+        "prompt is prefilled in chunks over several steps")),
+    ("over max_num_seqs",  # en: not shown to readers (a phrase of the Scheduler's message)
+     tr("count seats with seq.num_seqs: a request with n samples takes n seats until they are forked (then each "
+        "sample takes one)")),
+    ("left it in state.waiting",  # en: not shown to readers (a phrase of the Scheduler's message)
+     tr("popleft an admitted sequence from state.waiting as you append it to state.running")),
+)
+
+
+def _plan_hint(message: str, policy: _Audited | None, scheduler: Scheduler) -> Message | str:
+    """The rule behind a refusal of the Scheduler's ``_check_plan`` (its English message names what it saw)."""
+    planned_elsewhere = "not in state.running" in message  # en: not shown to readers (the Scheduler's phrase)
+    if planned_elsewhere and policy is not None and isinstance(policy.plan, dict):
         seq = next(s for s in policy.plan if not any(s is r for r in scheduler.running))
         if not isinstance(seq, Request):
-            return "key the plan by the sequence records themselves (from state.running or state.waiting), not their ids"
+            return tr("key the plan by the sequence records themselves (from state.running or state.waiting), not "
+                      "their ids")
         if seq.status is Status.PREEMPTED:
-            return (f"{seq.seq_id} was preempted after it was planned: a victim is the newest running sequence, "
-                    f"which the oldest-first loop has not reached yet, and a preempted sequence is not scheduled")
-        return "append an admitted sequence to state.running (and popleft it from state.waiting)"
+            return tr("{seq} was preempted after it was planned: a victim is the newest running sequence, which the "
+                      "oldest-first loop has not reached yet, and a preempted sequence is not scheduled",
+                      seq=seq.seq_id)
+        return tr("append an admitted sequence to state.running (and popleft it from state.waiting)")
     return next((hint for phrase, hint in _PLAN_HINTS if phrase in message), "")
 
 
-def _diagnose(got: StepView, want: StepView) -> str:
+def _diagnose(got: StepView, want: StepView) -> Message | str:
     """What went wrong in a step, in the words of the rule it broke: a hint only when the log shows that cause."""
     if got.failed:
-        return (f"with nothing running, a step that schedules nothing makes the Scheduler fail the head of the queue "
-                f"({list(got.failed)}) as one that can never fit; every request here fits alone: admit it")
+        return tr("with nothing running, a step that schedules nothing makes the Scheduler fail the head of the queue "
+                  "({failed}) as one that can never fit; every request here fits alone: admit it",
+                  failed=list(got.failed))
     released = next((k for k, c in enumerate(got.calls) if c.what == "release"), None)
     if released is not None and any(c.what == "admit" and c.granted for c in got.calls[released:]):
-        return "a step that preempted admits nobody: memory is short, and the preempted go first next step"
+        return tr("a step that preempted admits nobody: memory is short, and the preempted go first next step")
     first_admit = next((k for k, c in enumerate(got.calls) if c.what == "admit" and c.granted), None)
     grown_at: dict[str, int] = {}     # where each sequence was first grown, in call order
     for k, c in enumerate(got.calls):
@@ -388,27 +471,29 @@ def _diagnose(got: StepView, want: StepView) -> str:
             grown_at.setdefault(c.seq_id, k)
     if first_admit is not None and any(grown_at.get(i, first_admit + 1) > first_admit
                                        for i in want.scheduled if i not in want.admitted):
-        return "grow the running sequences first, then admit: a sequence just admitted must not crowd out the running"
+        return tr("grow the running sequences first, then admit: a sequence just admitted must not crowd out the "
+                  "running")
     if list(grown_at) != [i for i in got.running_before if i in grown_at]:
-        return "grow the running oldest first, in state.running's order: the plan's order is the batch's"
+        return tr("grow the running oldest first, in state.running's order: the plan's order is the batch's")
     kept = [i for i in want.preempted if i not in got.preempted and i in got.tables and i not in got.scheduled]
     if kept:
-        return (f"{kept[0]} could not grow and was the newest: it preempts itself (state.preempt), goes to the front "
-                f"of the queue and is not scheduled")
+        return tr("{seq} could not grow and was the newest: it preempts itself (state.preempt), goes to the front of "
+                  "the queue and is not scheduled", seq=kept[0])
     if got.preempted != want.preempted:
         if not want.preempted:
-            return "preempt only when memory refuses a grow (grow returned None)"
-        return (f"preempt the newest running sequence (state.running[-1], the last admitted); expected "
-                f"{list(want.preempted)} preempted in that order, got {list(got.preempted)}")
+            return tr("preempt only when memory refuses a grow (grow returned None)")
+        return tr("preempt the newest running sequence (state.running[-1], the last admitted); expected {expected} "
+                  "preempted in that order, got {got}", expected=list(want.preempted), got=list(got.preempted))
     extra = [i for i in got.admitted if i not in want.admitted]
     if extra and want.waiting and want.waiting[0] not in got.admitted:
-        return (f"the head of the queue, {want.waiting[0]}, cannot be admitted, so it blocks the ones behind it "
-                f"(first come first served: nobody starves); you admitted {extra}")
+        return tr("the head of the queue, {head}, cannot be admitted, so it blocks the ones behind it (first come "
+                  "first served: nobody starves); you admitted {extra}", head=want.waiting[0], extra=extra)
     return ""
 
 
 def _differences(got: StepView, want: StepView) -> list[str]:
-    return [f"{name}: got {short(_compared(got, name), 200)}, expected {short(_compared(want, name), 200)}"
+    return [tr("{name}: got {got}, expected {expected}", name=name, got=short(_compared(got, name), 200),
+               expected=short(_compared(want, name), 200))
             for name in COMPARED if _compared(got, name) != _compared(want, name)]
 
 
@@ -416,7 +501,7 @@ def _run_schedule(fn: Reader, case: SchedCase) -> list[str]:
     run = _Run(case, fn)
     want = _reference_run(case)
     for expected in want:
-        where = f"step {expected.step} (before it: {expected.before})"
+        where = tr("step {step} (before it: {before})", step=expected.step, before=expected.before)
         try:
             got = run.step(expected.step)
         except _Refused as refused:
@@ -427,7 +512,8 @@ def _run_schedule(fn: Reader, case: SchedCase) -> list[str]:
             return [where, *wrong] + ([hint] if hint else [])
     if not run.done:
         left = [s.seq_id for s in (*run.scheduler.running, *run.scheduler.waiting)]
-        return [f"after step {want[-1].step} the reference is done; still running or waiting: {left}"]
+        return [tr("after step {step} the reference is done; still running or waiting: {left}", step=want[-1].step,
+                   left=left)]
     return []
 
 
@@ -437,7 +523,7 @@ Policy = Callable[[SchedulerState], Any]
 
 def _policy_in(path: str | Path) -> tuple[Policy | None, str]:
     """The ``schedule`` a reader's file defines, or None and why not, in words the grader prints."""
-    return function_in(path, "schedule", "(state)", (reference.schedule,), "policy")
+    return function_in(path, "schedule", "(state)", (reference.schedule,), tr("policy"))
 
 
 def check_schedule(policy: Policy | str | Path) -> bool:
@@ -493,4 +579,11 @@ def try_schedule(policy: Policy | str | Path, case: str | int = 0) -> list[dict[
             raise ValueError(problem)
         policy = fn
     return rows_to_first_difference(_Run(chosen, Reader(policy)).step, _reference_run(chosen), _differences,
-                                    _Refused, lambda refused: " ".join(filter(None, (refused.message, refused.hint))))
+                                    _Refused, _refusal)
+
+
+def _refusal(refused: _Refused) -> Message | str:
+    """A refusal's message and hint as one line: ``try_schedule``'s ``problem``."""
+    if not refused.hint:
+        return refused.message
+    return tr("{message} {hint}", message=refused.message, hint=refused.hint)

@@ -47,13 +47,13 @@ from .ch2 import (
     hidden_machine,
     is_stub,
     load_manager_class,
-    plural,
     random_table,
     release,
     run_case,
     run_hidden,
 )
 from .grading import Raised, Reader, as_int, as_int_list, grade, seeded, short
+from .messages import Message, tr
 from .my_engine import mark_passed, why_not_passed
 from .predict import check_prediction
 from .solutions import ch7 as reference
@@ -73,13 +73,13 @@ class CowCase:
 
 
 COW_CASES: tuple[CowCase, ...] = (
-    CowCase("a 6-token prompt forked in two (block size 4): the child appends, then the parent",
+    CowCase(tr("a 6-token prompt forked in two (block size 4): the child appends, then the parent"),
             4, (("parent", (0, 1), 6), ("child", (0, 1), 6)), (2, 3, 4, 5), ("child", "parent", "child"), 6),
-    CowCase("a full shared last block: a new block is enough, nothing to copy",
+    CowCase(tr("a full shared last block: a new block is enough, nothing to copy"),
             4, (("parent", (3, 5), 8), ("child", (3, 5), 8)), (0, 1, 2, 4), ("child", "parent"), 6),
-    CowCase("three samples share a 2-token block of 4; each appends once",
+    CowCase(tr("three samples share a 2-token block of 4; each appends once"),
             4, (("s0", (7,), 2), ("s1", (7,), 2), ("s2", (7,), 2)), (1, 2, 3), ("s0", "s1", "s2", "s2"), 8),
-    CowCase("nobody else holds the block: append in place",
+    CowCase(tr("nobody else holds the block: append in place"),
             4, (("alone", (2,), 1),), (0, 1), ("alone", "alone", "alone", "alone"), 3),
 )
 
@@ -112,7 +112,7 @@ def _draw_cow_case(rng: random.Random, i: int) -> CowCase:
     parent = tuple(ids[: -(-n // b)])
     mine = tuple(ids[len(parent):used])
     tables = tuple((name, parent, n) for name in names) + ((("other", mine, other),) if other else ())
-    return CowCase(f"hidden case {i + 1}", b, tables, tuple(ids[used:]), appends, num_blocks)
+    return CowCase(tr("hidden case {n}", n=i + 1), b, tables, tuple(ids[used:]), appends, num_blocks)
 
 
 HIDDEN_COW_CASES = seeded(80, 9, _draw_cow_case)
@@ -133,49 +133,52 @@ def _run_cow(fn: Reader, case: CowCase) -> list[str]:
     for seq in case.appends:
         n = lengths[seq]
         before = (list(got[0][seq]), list(got[1]), list(got[2]))
-        step = (f"{seq} appends token {n} (block size {b}) to table {before[0]}, "
-                f"ref counts {before[1]}, free list {before[2]}")
+        step = tr("{seq} appends token {n} (block size {b}) to table {table}, ref counts {refs}, free list {free}",
+                  seq=seq, n=n, b=b, table=before[0], refs=before[1], free=before[2])
         exp_slot, exp_copy = reference.append_with_cow(exp[0][seq], n, b, exp[1], exp[2])
         try:
             result = fn(got[0][seq], n, b, got[1], got[2])
         except Raised as exc:
-            return [f"{step}: {exc}"]
+            return [tr("{step}: {error}", step=step, error=exc.args[0])]
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            return [f"{step}: expected (slot, copy), got {short(result)}"]
+            return [tr("{step}: expected (slot, copy), got {got}", step=step, got=short(result))]
         got_slot, got_copy = as_int(result[0]), _as_copy(result[1])
         lengths[seq] += 1
-        diff = []
+        diff: list[str] = []
         last = before[0][-1] if before[0] else None
         if got_copy != exp_copy:
-            why = ""
+            why: str = ""
             if exp_copy is None and before[0] and n % b == 0:
-                why = (f"  (token {n} is a multiple of the block size {b}: the last block is full and never written "
-                       f"again, so a new block is enough and nothing needs copying)")
+                why = tr("  (token {n} is a multiple of the block size {b}: the last block is full and never written "
+                         "again, so a new block is enough and nothing needs copying)", n=n, b=b)
             elif exp_copy is None and last is not None and before[1][last] == 1:
-                why = f"  (nobody else holds block {last}: append in place)"
+                why = tr("  (nobody else holds block {last}: append in place)", last=last)
             elif exp_copy is not None:
-                why = (f"  (block {last} is shared, ref count {before[1][last]}, and holds only {n % b} of {b} "
-                       f"tokens: the new token must go into a copy)")
-            diff.append(f"copy: expected {exp_copy}, got {got_copy}{why}")
+                why = tr("  (block {last} is shared, ref count {count}, and holds only {used} of {b} tokens: the new "
+                         "token must go into a copy)", last=last, count=before[1][last], used=n % b, b=b)
+            diff.append(tr("copy: expected {expected}, got {got}{why}", expected=exp_copy, got=got_copy, why=why))
         table = [as_int(x) for x in got[0][seq]]
         if got_slot != exp_slot:
             shared = got_slot // b if got_slot is not None else None
             cause = explain_slot(got_slot, exp[0][seq], n, b) if table == exp[0][seq] else None
-            note = (f"  (block {shared} is shared: the other sequences would see this token)"
-                    if shared is not None and 0 <= shared < case.num_blocks and before[1][shared] > 1 else "")
+            note: str = (tr("  (block {block} is shared: the other sequences would see this token)", block=shared)
+                         if shared is not None and 0 <= shared < case.num_blocks and before[1][shared] > 1 else "")
             if cause:
-                note = f"  ({cause})"
-            diff.append(f"slot: expected {exp_slot}, got {short(result[0])}{note}")
+                note = tr("  ({cause})", cause=cause)
+            diff.append(tr("slot: expected {expected}, got {got}{note}", expected=exp_slot, got=short(result[0]),
+                           note=note))
         if table != exp[0][seq]:
-            diff.append(f"{seq}'s block table: expected {exp[0][seq]}, got {got[0][seq]}")
+            diff.append(tr("{seq}'s block table: expected {expected}, got {got}", seq=seq, expected=exp[0][seq],
+                           got=list(got[0][seq])))
             diff += growth_hint(before[0], table, exp[0][seq], n, b)
         if [as_int(x) for x in got[1]] != exp[1]:
             wrong = [k for k, (e, g) in enumerate(zip(exp[1], got[1])) if e != g]
-            diff.append(f"reference counts: expected {exp[1]}, got {got[1]} (blocks {wrong} differ)")
+            diff.append(tr("reference counts: expected {expected}, got {got} (blocks {wrong} differ)", expected=exp[1],
+                           got=list(got[1]), wrong=wrong))
         if [as_int(x) for x in got[2]] != exp[2]:
-            diff.append(f"free list: expected {exp[2]}, got {got[2]}")
+            diff.append(tr("free list: expected {expected}, got {got}", expected=exp[2], got=list(got[2])))
         if diff:   # later steps start from a wrong state; the first difference is the lesson
-            return [f"{step}:"] + ["  " + line for line in diff]
+            return [tr("{step}:", step=step)] + [f"  {line}" for line in diff]
     return []
 
 
@@ -227,12 +230,12 @@ class BeamCase:
 
 
 BEAM_CASES: tuple[BeamCase, ...] = (
-    BeamCase("four beams: beam 0 has three children, beam 1 one, beams 2 and 3 lose",
+    BeamCase(tr("four beams: beam 0 has three children, beam 1 one, beams 2 and 3 lose"),
              ((0, 1, 2), (0, 1, 3), (0, 1, 4), (0, 1, 5)), (0, 0, 1, 0), 8),
-    BeamCase("every beam continues itself: nothing changes", ((6, 2), (6, 4), (6, 1)), (0, 1, 2), 8),
-    BeamCase("the loser shares both its blocks with the winner: they only lose a reference",
+    BeamCase(tr("every beam continues itself: nothing changes"), ((6, 2), (6, 4), (6, 1)), (0, 1, 2), 8),
+    BeamCase(tr("the loser shares both its blocks with the winner: they only lose a reference"),
              ((7, 3), (7, 3), (7, 9)), (0, 0, 2), 10),
-    BeamCase("one beam", ((4, 0, 2),), (0,), 5),
+    BeamCase(tr("one beam"), ((4, 0, 2),), (0,), 5),
 )
 
 
@@ -255,7 +258,7 @@ def _draw_beam_case(rng: random.Random, i: int) -> BeamCase:
         cut = rng.randint(len(prompt), len(other))
         tables.append(other[:cut] + [next(ids) for _ in range(rng.randint(0, 2))])
     parents = tuple(rng.choice([rng.randrange(k), 0]) for _ in range(k))
-    return BeamCase(f"hidden case {i + 1}", tuple(map(tuple, tables)), parents, num_blocks)
+    return BeamCase(tr("hidden case {n}", n=i + 1), tuple(map(tuple, tables)), parents, num_blocks)
 
 
 HIDDEN_BEAM_CASES = seeded(80, 11, _draw_beam_case)
@@ -265,38 +268,41 @@ def _run_beams(fn: Reader, case: BeamCase) -> list[str]:
     exp_tables, exp_refs, exp_free = _beam_start(case)
     expected = reference.regroup_beams(exp_tables, exp_refs, exp_free, list(case.parents))
     tables, refs, free = _beam_start(case)
-    before = f"tables {tables}, parents {list(case.parents)}, ref counts {refs}"
+    before = tr("tables {tables}, parents {parents}, ref counts {refs}", tables=[list(t) for t in tables],
+                parents=list(case.parents), refs=list(refs))
     got = fn(tables, refs, free, list(case.parents))
     if not isinstance(got, (list, tuple)) or len(got) != len(case.parents):
-        return [before, f"expected a list of {len(case.parents)} block tables (one per new beam), got {short(got)}"]
+        return [before, tr("expected a list of {count} block tables (one per new beam), got {got}",
+                           count=len(case.parents), got=short(got))]
     tables = []
     for table in got:
-        values, problem = as_int_list(table, "block id")
+        values, problem = as_int_list(table, tr("block id"))
         if values is None:
             return [before, problem]
         tables.append(values)
     lines = []
     if tables != expected:
-        lines.append(f"new tables: expected {expected}, got {tables}")
+        lines.append(tr("new tables: expected {expected}, got {got}", expected=expected, got=tables))
     same = [(i, j) for i in range(len(got)) for j in range(i) if got[i] is got[j]]
     if same and not lines:
         i, j = same[0]
-        lines.append(f"new beams {j} and {i} are the same list object: appending a token to one would change the "
-                     f"other; a fork needs its own copy of the parent's table")
+        lines.append(tr("new beams {j} and {i} are the same list object: appending a token to one would change the "
+                        "other; a fork needs its own copy of the parent's table", i=i, j=j))
     got_refs = [as_int(x) for x in refs]
     if got_refs != exp_refs:
         wrong = [b for b, (e, g) in enumerate(zip(exp_refs, got_refs)) if e != g]
-        lines.append(f"reference counts: expected {exp_refs}, got {list(refs)} (blocks {wrong} differ)")
+        lines.append(tr("reference counts: expected {expected}, got {got} (blocks {wrong} differ)", expected=exp_refs,
+                        got=list(refs), wrong=wrong))
         if any(g is not None and g < exp_refs[b] for b, g in enumerate(got_refs)):
-            lines.append("  (a parent's second, third ... child is a fork: every block of the parent's table gains "
-                         "a reference; a block shared with a surviving beam keeps that beam's reference)")
+            lines.append(tr("  (a parent's second, third ... child is a fork: every block of the parent's table "
+                            "gains a reference; a block shared with a surviving beam keeps that beam's reference)"))
         if any(g is not None and g > exp_refs[b] for b, g in enumerate(got_refs)):
-            lines.append("  (every block of a beam nobody continues loses a reference; a parent's first child is "
-                         "the parent itself and adds none)")
+            lines.append(tr("  (every block of a beam nobody continues loses a reference; a parent's first child "
+                            "is the parent itself and adds none)"))
     free_ids = [as_int(x) for x in free]
     if None in free_ids or sorted(free_ids) != sorted(exp_free):
-        lines.append(f"free blocks (any order): expected {sorted(exp_free)}, got {short(list(free))}"
-                     f"  (a block is free when its count reaches 0, and only then)")
+        lines.append(tr("free blocks (any order): expected {expected}, got {got}  (a block is free when its count "
+                        "reaches 0, and only then)", expected=sorted(exp_free), got=short(list(free))))
     return [before] + lines if lines else []
 
 
@@ -321,15 +327,20 @@ def try_regroup_beams(fn: Callable[[list[list[int]], list[int], list[int], list[
 
 
 # --- predict, then run ----------------------------------------------------------------------------
+# A name, not a line: predict.py prints it beside the zh name (共享省下的記憶體（memory saved by sharing）).
+SAVING_PREDICTION = "memory saved by sharing"   # en: not shown to readers as a sentence to translate
+
+
 def check_saving_prediction(predicted_percent: float | None, measured_percent: float, *,
                             tolerance: float = 3.0) -> bool:
     """Say whether the reader's predicted saving (in percent) is within ``tolerance`` points of the measured one."""
-    return check_prediction("memory saved by sharing", "共享省下的記憶體", predicted_percent, measured_percent,
-                            tolerance=tolerance, absolute=True, unit="%", why="the next cell explains the difference")
+    return check_prediction(SAVING_PREDICTION, "共享省下的記憶體", predicted_percent, measured_percent,
+                            tolerance=tolerance, absolute=True, unit="%",
+                            why=tr("the next cell explains the difference"))
 
 
 # --- your block manager, with sharing (your turn 3): chapter 2's file grader, with fork and copy-on-write --------
-SHARING_NAME = "BlockManager: fork and copy-on-write（分岔與寫入時複製）"
+SHARING_NAME: Message = tr("BlockManager: fork and copy-on-write（分岔與寫入時複製）")
 SHARING_RUNS = 100   # hidden runs of the state machine (derandomized, as chapter 2's), forks among the calls
 SHARING_STEPS = 40
 
@@ -361,26 +372,27 @@ def take_copies() -> TakeCopies:
 
 
 SHARING_CASES: tuple[ManagerCase, ...] = (
-    ManagerCase("the chapter's demo: a 6-token prompt at block size 4 forked into three samples; each first token "
-                "copies block 1 but the last writer's, which finds it no longer shared", 8, 4, tuple(range(8)),
+    ManagerCase(tr("the chapter's demo: a 6-token prompt at block size 4 forked into three samples; each first "
+                   "token copies block 1 but the last writer's, which finds it no longer shared"), 8, 4,
+                tuple(range(8)),
                 (admit("r0", 6, 6), fork("r0", "r0.1"), fork("r0", "r0.2"), fork("r0", "r0.3"), grow("r0.1", 1),
                  grow("r0", 1), grow("r0.2", 1), grow("r0.3", 1), take_copies(), grow("r0.3", 1), grow("r0.3", 1),
                  release("r0.1"), release("r0"), release("r0.2"), release("r0.3"))),
-    ManagerCase("a full shared last block: the next tokens go to new blocks, nothing is copied", 6, 4,
+    ManagerCase(tr("a full shared last block: the next tokens go to new blocks, nothing is copied"), 6, 4,
                 (3, 5, 0, 1, 2, 4),
                 (admit("p", 8, 8), fork("p", "c"), grow("c", 1), grow("p", 1), take_copies(), release("p"),
                  release("c"))),
-    ManagerCase("beams that regroup: fork the beam chosen twice, grow every beam (copy-on-write), free the loser",
+    ManagerCase(tr("beams that regroup: fork the beam chosen twice, grow every beam (copy-on-write), free the loser"),
                 10, 4, tuple(range(10)),
                 (admit("b0", 5, 5), fork("b0", "b1"), grow("b0", 1), grow("b1", 1), take_copies(), release("b0"),
                  fork("b1", "b2"), grow("b1", 1), grow("b2", 1), take_copies(), fork("b2", "b3"), grow("b1", 1),
                  grow("b2", 1), grow("b3", 1), take_copies(), release("b2"), release("b1"), release("b3"))),
-    ManagerCase("refusals: a write into a shared block needs a free block for the copy; refused (None), nothing "
-                "changes", 4, 4, (0, 1, 2, 3),
+    ManagerCase(tr("refusals: a write into a shared block needs a free block for the copy; refused (None), nothing "
+                   "changes"), 4, 4, (0, 1, 2, 3),
                 (admit("p", 6, 6), fork("p", "c"), admit("q", 8, 8), grow("c", 1), release("q"), admit("r", 4, 4),
                  grow("c", 3), grow("c", 1), grow("p", 1), take_copies(), release("c"), release("p"), release("r"))),
-    ManagerCase("a grow past the block's edge after a fork: the copy's fresh block first, then the new one; a release "
-                "drops the queued copy into the block it frees", 8, 4, (5, 2, 7, 0, 1, 3, 4, 6),
+    ManagerCase(tr("a grow past the block's edge after a fork: the copy's fresh block first, then the new one; a "
+                   "release drops the queued copy into the block it frees"), 8, 4, (5, 2, 7, 0, 1, 3, 4, 6),
                 (admit("p", 6, 6), fork("p", "c"), grow("c", 5), grow("p", 2), release("c"), take_copies(),
                  release("p"))),
 )
@@ -391,6 +403,23 @@ class SharedState(MemoryState):
     """A manager's state with the copies it queued for the next forward pass, each ``(source, destination)``."""
 
     copies: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _new_blocks(n: int) -> Message:
+    """``1 new block``, ``2 new blocks``: a count of blocks a grow takes, in the reader's language."""
+    return tr("{n} new block", n=n) if n == 1 else tr("{n} new blocks", n=n)
+
+
+def _replaced(line: Any, old: str, new: str) -> Any:
+    """``line`` with ``old`` replaced by ``new``: in a message's fields (so that it still renders in the reader's
+    language), or in a plain string."""
+    if isinstance(line, Message):
+        return Message(line.template, **{k: _replaced(v, old, new) for k, v in line.fields.items()})
+    if isinstance(line, str):
+        return line.replace(old, new)
+    if isinstance(line, list):
+        return [_replaced(v, old, new) for v in line]
+    return line
 
 
 class SharingPair(ManagerPair):
@@ -416,8 +445,9 @@ class SharingPair(ManagerPair):
         try:
             copies = [(int(src), int(dst)) for src, dst in manager.copies.copy]
         except (AttributeError, TypeError, ValueError) as exc:
-            raise BrokenState(f"self.copies.copy must be the list of queued (source, destination) block pairs, which "
-                              f"the engine takes each step (take_copies); it holds {short(manager.copies)}") from exc
+            raise BrokenState(tr("self.copies.copy must be the list of queued (source, destination) block pairs, "
+                                 "which the engine takes each step (take_copies); it holds {copies}",
+                                 copies=short(manager.copies))) from exc
         return SharedState(state.tables, state.free_queue, state.ref_counts, copies)
 
     def do(self, op: Op) -> Step:
@@ -432,13 +462,14 @@ class SharingPair(ManagerPair):
             step.yours = [(int(src), int(dst)) for src, dst in self.yours.take_copies().copy]
             step.your_state = self.read(self.yours)
         except BrokenState as exc:
-            step.problems = [str(exc)]
+            step.problems = [exc.args[0] if exc.args else str(exc)]
         except Exception as exc:   # noqa: BLE001 (only a reader's own take_copies or copies can fail here)
-            step.problems = [f"take_copies() {self.describe(exc)}: ManagerBase's take_copies hands the engine "
-                             f"self.copies and starts an empty one; keep it"]
+            step.problems = [tr("take_copies() {error}: ManagerBase's take_copies hands the engine self.copies and "
+                                "starts an empty one; keep it", error=self.describe(exc))]
         else:
             if step.yours != step.expected:
-                step.problems = [f"take_copies() handed the engine {step.yours}, expected {step.expected}"]
+                step.problems = [tr("take_copies() handed the engine {yours}, expected {expected}", yours=step.yours,
+                                    expected=step.expected)]
         return step
 
     def compare(self, step: Step, before_yours: MemoryState) -> list[str]:
@@ -448,11 +479,11 @@ class SharingPair(ManagerPair):
         if op.kind == "grow" and isinstance(yours, OutOfBlocksError) and self.writes_shared(step):
             old = step.before.tables[op.seq]
             need = -(-(step.tokens_before + op.tokens) // self.case.block_size) - len(old)
-            return [f"{op.text()} {self.describe(yours)}",
-                    f"hint: the copy of block {old[-1]} takes a free block too: {op.seq!r} needs "
-                    f"{plural(need, 'new block')} and one for the copy, {need + 1} in all, and "
-                    f"{len(step.before.free_queue)} are free. Count the copy's block before taking any, and return "
-                    f"None, changing nothing, when they do not fit"]
+            return [tr("{call} {error}", call=op.text(), error=self.describe(yours)),
+                    tr("hint: the copy of block {block} takes a free block too: {seq!r} needs {need} and one for the "
+                       "copy, {total} in all, and {free} are free. Count the copy's block before taking any, and "
+                       "return None, changing nothing, when they do not fit", block=old[-1], seq=op.seq,
+                       need=_new_blocks(need), total=need + 1, free=len(step.before.free_queue))]
         return super().compare(step, before_yours)
 
     def writes_shared(self, step: Step) -> bool:
@@ -464,16 +495,16 @@ class SharingPair(ManagerPair):
     def more_differences(self, step: Step) -> list[str]:
         mine, theirs = step.your_state, step.expected_state
         assert isinstance(mine, SharedState) and isinstance(theirs, SharedState)
-        lines = []
+        lines: list[str] = []
         if mine.copies != theirs.copies:
-            lines.append(f"queued copies (self.copies.copy): yours {short(mine.copies, 70)}, expected "
-                         f"{short(theirs.copies, 70)}")
+            lines.append(tr("queued copies (self.copies.copy): yours {yours}, expected {expected}",
+                            yours=short(mine.copies, 70), expected=short(theirs.copies, 70)))
         if isinstance(step.op, ForkOp):
             held, parent, child = self.yours.held, self.records[step.op.parent], self.records[step.op.seq]
             if child in held and held.get(parent) is held[child]:
-                lines.append(f"{step.op.seq!r}'s table is {step.op.parent!r}'s own list object, not a copy: when "
-                             f"either grows, the other's table changes too. Give the child a list of its own, with "
-                             f"the same ids")
+                lines.append(tr("{child!r}'s table is {parent!r}'s own list object, not a copy: when either grows, "
+                                "the other's table changes too. Give the child a list of its own, with the same ids",
+                                child=step.op.seq, parent=step.op.parent))
         return lines
 
     # --- the causes --------------------------------------------------------------------------------------
@@ -489,17 +520,20 @@ class SharingPair(ManagerPair):
         assert isinstance(op, ForkOp) and isinstance(mine, SharedState) and isinstance(before, SharedState)
         table, theirs = before.tables[op.parent], mine.tables.get(op.seq)
         if theirs is None:
-            return f"{op.seq!r} holds no table after the fork: self.held must give the child's record its parent's ids"
+            return tr("{seq!r} holds no table after the fork: self.held must give the child's record its parent's "
+                      "ids", seq=op.seq)
         fresh = [b for b in theirs if b not in table]
         if fresh or mine.copies != before.copies:
-            return ((f"the fork gave {op.seq!r} new blocks {fresh}" if fresh else "the fork queued copies")
-                    + f": a child shares every block of its parent ({table}), each gaining a reference, and nothing "
-                      f"is copied at fork. A block is copied later, and only the one a write needs: a shared, partly "
-                      f"filled last block, when a sequence is about to write into it")
+            what = (tr("the fork gave {seq!r} new blocks {fresh}", seq=op.seq, fresh=fresh) if fresh
+                    else tr("the fork queued copies"))
+            return tr("{what}: a child shares every block of its parent ({table}), each gaining a reference, and "
+                      "nothing is copied at fork. A block is copied later, and only the one a write needs: a shared, "
+                      "partly filled last block, when a sequence is about to write into it", what=what, table=table)
         if theirs == table and any(mine.ref_counts[b] < step.expected_state.ref_counts[b] for b in table):
-            return (f"{op.seq!r} names blocks {table}, but their reference counts did not rise: every block a child "
-                    f"shares gains a reference (pool.incref). Without it, the first of the two to be released frees "
-                    f"blocks the other still reads, and the pool hands them to the next sequence")
+            return tr("{seq!r} names blocks {table}, but their reference counts did not rise: every block a child "
+                      "shares gains a reference (pool.incref). Without it, the first of the two to be released "
+                      "frees blocks the other still reads, and the pool hands them to the next sequence",
+                      seq=op.seq, table=table)
         return None
 
     def grow_hint(self, step: Step, answer: list[int] | None) -> str | None:
@@ -515,49 +549,60 @@ class SharingPair(ManagerPair):
         copied = mine.copies[len(before.copies):] if kept else mine.copies
         swapped = len(ours) >= len(old) and ours[len(old) - 1] != last
         if answer is None and (copied or swapped or mine.ref_counts[last] != holders):
-            return (f"it returned None, but the copy-on-write was already made (block {last}'s fresh copy taken, its "
-                    f"reference dropped, or the copy queued). A refusal changes nothing, a copy included: count the "
-                    f"copy's block with the new ones, compare with pool.num_free, and only then copy")
+            return tr("it returned None, but the copy-on-write was already made (block {last}'s fresh copy taken, "
+                      "its reference dropped, or the copy queued). A refusal changes nothing, a copy included: count "
+                      "the copy's block with the new ones, compare with pool.num_free, and only then copy", last=last)
         if holders == 1:
-            return (f"nobody else holds block {last} (reference count 1): {op.seq!r} writes into it in place. "
-                    f"Copy-on-write copies only a block another sequence also holds") if copied or swapped else None
+            return tr("nobody else holds block {last} (reference count 1): {seq!r} writes into it in place. "
+                      "Copy-on-write copies only a block another sequence also holds", last=last,
+                      seq=op.seq) if copied or swapped else None
         if step.tokens_before % size == 0:
-            return (f"{op.seq!r}'s last block {last} is full ({step.tokens_before} tokens, a multiple of {size}): the "
-                    f"new tokens go to new blocks and nobody writes block {last} again, so it stays shared and "
-                    f"nothing is copied") if copied or swapped else None
+            return tr("{seq!r}'s last block {last} is full ({tokens} tokens, a multiple of {size}): the new tokens go "
+                      "to new blocks and nobody writes block {last} again, so it stays shared and nothing is copied",
+                      seq=op.seq, last=last, tokens=step.tokens_before, size=size) if copied or swapped else None
         # a write into a shared, partly filled last block
         if step.expected is None:
-            return (f"{op.text()} needs {plural(need, 'new block')} and one more for the copy of block {last} "
-                    f"(shared, reference count {holders}): {need + 1} > {free} free, so it is refused (None), taking "
-                    f"nothing") if answer is not None else None
+            return tr("{call} needs {need} and one more for the copy of block {last} (shared, reference count "
+                      "{holders}): {total} > {free} free, so it is refused (None), taking nothing", call=op.text(),
+                      need=_new_blocks(need), last=last, holders=holders, total=need + 1,
+                      free=free) if answer is not None else None
         if answer is None:
-            return (f"{op.text()} needs {plural(need, 'new block')} and one more for the copy of block {last}: "
-                    f"{need + 1} <= {free} free, so it fits")
+            return tr("{call} needs {need} and one more for the copy of block {last}: {total} <= {free} free, so it "
+                      "fits", call=op.text(), need=_new_blocks(need), last=last, total=need + 1, free=free)
         fresh = theirs.tables[op.seq][len(old) - 1]
         if not swapped:
-            return (f"block {last} is shared (reference count {holders}) and holds only "
-                    f"{plural(step.tokens_before % size, 'token')} of {size}: writing {op.seq!r}'s "
-                    + ("new token into it shows it" if op.tokens == 1 else "new tokens into it shows them")
-                    + f" to the other sequences. First swap it in {op.seq!r}'s table for a fresh block (the "
-                    f"first id returned), drop {op.seq!r}'s reference to it, and queue ({last}, fresh) in "
-                    f"self.copies.copy: copy-on-write")
+            used = step.tokens_before % size
+            filled = tr("{n} token", n=used) if used == 1 else tr("{n} tokens", n=used)
+            if op.tokens == 1:
+                return tr("block {last} is shared (reference count {holders}) and holds only {filled} of {size}: "
+                          "writing {seq!r}'s new token into it shows it to the other sequences. First swap it in "
+                          "{seq!r}'s table for a fresh block (the first id returned), drop {seq!r}'s reference to it, "
+                          "and queue ({last}, fresh) in self.copies.copy: copy-on-write", last=last, holders=holders,
+                          filled=filled, size=size, seq=op.seq)
+            return tr("block {last} is shared (reference count {holders}) and holds only {filled} of {size}: "
+                      "writing {seq!r}'s new tokens into it shows them to the other sequences. First swap it in "
+                      "{seq!r}'s table for a fresh block (the first id returned), drop {seq!r}'s reference to it, "
+                      "and queue ({last}, fresh) in self.copies.copy: copy-on-write", last=last, holders=holders,
+                      filled=filled, size=size, seq=op.seq)
         if ours != theirs.tables[op.seq]:
             return None
         if mine.ref_counts[last] > theirs.ref_counts[last]:
-            return (f"the copy took block {fresh}, but block {last} kept {op.seq!r}'s reference (yours "
-                    f"{mine.ref_counts[last]}, expected {theirs.ref_counts[last]}): {op.seq!r} no longer holds it, so "
-                    f"drop one reference (pool.free({last})), or it is never freed")
+            return tr("the copy took block {fresh}, but block {last} kept {seq!r}'s reference (yours {yours}, "
+                      "expected {expected}): {seq!r} no longer holds it, so drop one reference (pool.free({last})), "
+                      "or it is never freed", fresh=fresh, last=last, seq=op.seq, yours=mine.ref_counts[last],
+                      expected=theirs.ref_counts[last])
         wanted = theirs.copies[len(before.copies):]
         if copied == [(dst, src) for src, dst in wanted]:
-            return f"a copy is (source, destination): from the shared block {last} into the fresh {fresh}"
+            return tr("a copy is (source, destination): from the shared block {last} into the fresh {fresh}",
+                      last=last, fresh=fresh)
         if not copied:
-            return (f"block {fresh} took block {last}'s place but holds none of its K/V yet: queue ({last}, {fresh}) "
-                    f"in self.copies.copy. The engine takes the queued copies (take_copies) and makes them before the "
-                    f"forward pass writes the new token")
+            return tr("block {fresh} took block {last}'s place but holds none of its K/V yet: queue ({last}, {fresh}) "
+                      "in self.copies.copy. The engine takes the queued copies (take_copies) and makes them before "
+                      "the forward pass writes the new token", fresh=fresh, last=last)
         if answer != step.expected:
-            return (f"grow returns the fresh block {fresh} first, then the blocks appended after it: the first new id "
-                    f"replaces the table's old last block") if fresh in answer else (
-                    f"the fresh block {fresh} is one of the ids the table gained: return it, first")
+            return tr("grow returns the fresh block {fresh} first, then the blocks appended after it: the first new "
+                      "id replaces the table's old last block", fresh=fresh) if fresh in answer else tr(
+                      "the fresh block {fresh} is one of the ids the table gained: return it, first", fresh=fresh)
         return None
 
     def release_hint(self, step: Step) -> str | None:
@@ -567,37 +612,44 @@ class SharingPair(ManagerPair):
         if not stale or (mine.tables, mine.free_queue) != (theirs.tables, theirs.free_queue):
             return None
         src, dst = stale[0]
-        return (f"the copy ({src}, {dst}) is still queued, but this release freed block {dst}: nobody reads that copy, "
-                f"and block {dst} can be handed out again in this step, to a sequence whose own copy-on-write fills "
-                f"it. A release drops the queued copies into the blocks it frees")
+        return tr("the copy ({src}, {dst}) is still queued, but this release freed block {dst}: nobody reads that "
+                  "copy, and block {dst} can be handed out again in this step, to a sequence whose own copy-on-write "
+                  "fills it. A release drops the queued copies into the blocks it frees", src=src, dst=dst)
 
     # --- the report ----------------------------------------------------------------------------------------
     def call_detail(self, step: Step) -> str:
         op = step.op
         if isinstance(op, ForkOp):
-            return (f" ({op.parent!r} holds {step.counts_before[op.parent]} tokens in "
-                    f"{step.before.tables.get(op.parent)}; {op.seq!r} is a new record with its tokens)")
-        detail = super().call_detail(step)
+            return tr(" ({parent!r} holds {tokens} tokens in {table}; {seq!r} is a new record with its tokens)",
+                      parent=op.parent, tokens=step.counts_before[op.parent], table=step.before.tables.get(op.parent),
+                      seq=op.seq)
         old = step.before.tables.get(op.seq, []) if op.kind == "grow" else []
-        if old and step.before.ref_counts[old[-1]] > 1:
-            used = step.tokens_before % self.case.block_size
-            detail = (detail[:-1] + f"; its last block {old[-1]} is shared, reference count "
-                      f"{step.before.ref_counts[old[-1]]}, " + (f"{used} of {self.case.block_size} slots filled)"
-                                                                 if used else "full)"))
-        return detail
+        if not old or step.before.ref_counts[old[-1]] <= 1:
+            return super().call_detail(step)
+        # chapter 2's detail of a grow, " ('a' holds 6 tokens; room for 7)", with the shared last block in it
+        size, count = self.case.block_size, step.before.ref_counts[old[-1]]
+        used = step.tokens_before % size
+        if used:
+            return tr(" ({seq!r} holds {tokens} tokens; room for {room}; its last block {last} is shared, reference "
+                      "count {count}, {used} of {size} slots filled)", seq=op.seq, tokens=step.tokens_before,
+                      room=step.tokens_before + op.tokens, last=old[-1], count=count, used=used, size=size)
+        return tr(" ({seq!r} holds {tokens} tokens; room for {room}; its last block {last} is shared, reference "
+                  "count {count}, full)", seq=op.seq, tokens=step.tokens_before, room=step.tokens_before + op.tokens,
+                  last=old[-1], count=count)
 
     def report(self, step: Step, where: str) -> list[str]:
         lines = super().report(step, where)
         for s in self.steps:        # a fork answers nothing: no "-> None" (which reads as a refusal)
             if isinstance(s.op, ForkOp):
-                lines = [line.replace(f"{s.op.text()} -> None", s.op.text()) for line in lines]
+                lines = [_replaced(line, f"{s.op.text()} -> None", s.op.text()) for line in lines]
         before = step.before
         assert isinstance(before, SharedState)
         shared = {b: c for b, c in enumerate(before.ref_counts) if c > 1}
-        extra = ([f"shared blocks (reference counts) {shared}"] if shared else []) + (
-            [f"queued copies {before.copies}"] if before.copies else [])
-        at = next(i for i, line in enumerate(lines) if line.startswith("  before: "))
-        lines[at] += "".join(f", {text}" for text in extra)
+        extra = ([tr("shared blocks (reference counts) {shared}", shared=shared)] if shared else []) + (
+            [tr("queued copies {copies}", copies=before.copies)] if before.copies else [])
+        # chapter 2's lines: the case, the pool, the earlier calls (if any), then "  before: ..."
+        at = next((i for i, line in enumerate(lines) if line.startswith("  before: ")), 3 if self.steps[:-1] else 2)
+        lines[at] = f"{lines[at]}" + "".join(f"{tr(', {item}', item=text)}" for text in extra)
         return lines
 
 
@@ -703,26 +755,30 @@ def check_sharing_manager(path: str | Path = MANAGER_FILE) -> bool:
     except NotLoaded as exc:
         return report(SHARING_NAME, [], not_solved=str(exc)) if exc.stub else report(SHARING_NAME, [str(exc)])
     if is_stub(cls):
-        return report(SHARING_NAME, [], not_solved="admit is not written yet: it raises NotImplementedError")
+        return report(SHARING_NAME, [], not_solved=tr("{method} is not written yet: it raises NotImplementedError",
+                                                      method="admit"))
     if getattr(cls, "fork", None) is ManagerBase.fork:
-        return report(SHARING_NAME, [f"{path} defines no fork: it is chapter 2's manager. Chapter 7's file is the "
-                                     f"whole manager: your admit, grow and release from chapter 2, fork, and "
-                                     f"copy-on-write in grow (the engine forks a request's samples and a search's "
-                                     f"beams)"])
+        return report(SHARING_NAME, [tr("{path} defines no fork: it is chapter 2's manager. Chapter 7's file is the "
+                                        "whole manager: your admit, grow and release from chapter 2, fork, and "
+                                        "copy-on-write in grow (the engine forks a request's samples and a search's "
+                                        "beams)", path=path)])
     if fork_is_stub(cls):
-        return report(SHARING_NAME, [], not_solved="fork is not written yet: it raises NotImplementedError")
+        return report(SHARING_NAME, [], not_solved=tr("{method} is not written yet: it raises NotImplementedError",
+                                                      method="fork"))
     cases = MANAGER_CASES + SHARING_CASES
     failing = [(case, lines) for case in cases if (lines := run_case(cls, case, path, case.name, SharingPair))]
     if failing:
-        (_, lines), also = failing[0], [f'"{case.name}"' for case, _ in failing[1:]]
-        return report(SHARING_NAME, lines + ([f"also wrong: {', '.join(also)}"] if also else []))
+        (_, lines), also = failing[0], [str(tr('"{case}"', case=case.name)) for case, _ in failing[1:]]
+        return report(SHARING_NAME, lines + ([tr("also wrong: {cases}", cases=str(tr(", ")).join(also))] if also
+                                             else []))
     hidden = run_hidden(cls, path, sharing_machine, SHARING_SETTINGS)
     if hidden:
         return report(SHARING_NAME, hidden)
     mark_passed(path)
     report(SHARING_NAME, [], shown=len(cases), hidden=SHARING_RUNS)
-    print(f"  {path} is marked passed: load_parts() now gives the engine your BlockManager, forks and copies "
-          f"included (until you change the file)")
+    marked = tr("{path} is marked passed: load_parts() now gives the engine your BlockManager, forks and copies "
+                "included (until you change the file)", path=path)
+    print(f"  {marked}")
     return True
 
 
@@ -769,18 +825,18 @@ def keep_chapter_2_manager(path: str | Path = MANAGER_FILE) -> Path | None:
         except NotLoaded:
             chapter_2 = False
         if not chapter_2:
-            print(f"{path} passed and defines fork: it is already a chapter-7 file. The next cell saves its own "
-                  f"text over it, so keep your version in that cell")
+            print(tr("{path} passed and defines fork: it is already a chapter-7 file. The next cell saves its own "
+                     "text over it, so keep your version in that cell", path=path))
             return None
         shutil.copyfile(path, copy)
-        print(f"your chapter-2 manager passed; the next cell replaces {path}, so it is kept as {copy}. "
-              f"Paste its admit, grow and release into the next cell:\n")
+        print(tr("your chapter-2 manager passed; the next cell replaces {path}, so it is kept as {copy}. "
+                 "Paste its admit, grow and release into the next cell:\n", path=path, copy=copy))
     elif copy.exists():
-        print(f"your chapter-2 manager, kept earlier as {copy}. Paste its admit, grow and release into the next "
-              f"cell:\n")
+        print(tr("your chapter-2 manager, kept earlier as {copy}. Paste its admit, grow and release into the next "
+                 "cell:\n", copy=copy))
     else:
-        print(f"no chapter-2 manager to keep ({why}): the next cell's file is the whole manager, so write admit, "
-              f"grow and release too, by chapter 2's contract")
+        print(tr("no chapter-2 manager to keep ({why}): the next cell's file is the whole manager, so write admit, "
+                 "grow and release too, by chapter 2's contract", why=why))
         return None
     print(copy.read_text())
     return copy

@@ -21,6 +21,7 @@ from . import report
 from .ch2 import HIDDEN_BLOCK_SIZES
 from .ch8_cache import FUNCTIONS, ReaderFunctions
 from .grading import Reader, as_int_list, describe_exception, grade, seeded, short
+from .messages import Message, tr
 from .my_engine import PARTS, load_file, mark_passed
 from .solutions import ch8 as reference
 
@@ -39,29 +40,30 @@ def weak_hash(parent: Hashable, tokens: Sequence[int]) -> int:
 
 
 HASHES: dict[str, Callable[[Hashable, Sequence[int]], int]] = {"strong": strong_hash, "weak": weak_hash}
+HASH_NAMES: dict[str, Message] = {"strong": tr("strong hash"), "weak": tr("weak hash")}
 
 
 # --- the hash chain ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChainCase:
-    name: str
+    name: Message
     token_ids: tuple[int, ...]
     block_size: int
 
 
 CHAIN_CASES: tuple[ChainCase, ...] = (
-    ChainCase("a 10-token system prompt, block size 4: two full blocks and 2 tokens", tuple(range(100, 110)), 4),
-    ChainCase("exactly two full blocks: both are hashed", tuple(range(200, 208)), 4),
-    ChainCase("the same block twice: its two hashes differ, their parents do", (5, 6, 5, 6, 5, 6), 2),
-    ChainCase("shorter than one block: nothing to hash", (1, 2, 3), 4),
-    ChainCase("block size 1", (9, 8, 7), 1),
+    ChainCase(tr("a 10-token system prompt, block size 4: two full blocks and 2 tokens"), tuple(range(100, 110)), 4),
+    ChainCase(tr("exactly two full blocks: both are hashed"), tuple(range(200, 208)), 4),
+    ChainCase(tr("the same block twice: its two hashes differ, their parents do"), (5, 6, 5, 6, 5, 6), 2),
+    ChainCase(tr("shorter than one block: nothing to hash"), (1, 2, 3), 4),
+    ChainCase(tr("block size 1"), (9, 8, 7), 1),
 )
 
 
 def _draw_chain_case(rng: random.Random, i: int) -> ChainCase:
     b = rng.choice(HIDDEN_BLOCK_SIZES)
     n = rng.choice([0, 1, b - 1, b, b + 1, 3 * b, rng.randint(0, 6 * b)])
-    return ChainCase(f"hidden case {i + 1}", tuple(rng.randrange(3) for _ in range(n)), b)
+    return ChainCase(tr("hidden case {n}", n=i + 1), tuple(rng.randrange(3) for _ in range(n)), b)
 
 
 HIDDEN_CHAIN_CASES = seeded(120, 12, _draw_chain_case)
@@ -75,21 +77,30 @@ def _run_chain(fn: Reader, case: ChainCase) -> list[str]:
     if got == expected:
         return []
     blocks = [tuple(tokens[e - b:e]) for e in range(b, len(tokens) + 1, b)]
-    why = ""
+    why: Message | None = None
     if not isinstance(got, list):
-        why = "  (return a list of hashes, one per full block)"
+        why = tr("return a list of hashes, one per full block")
     elif len(got) == len(expected) + 1 and got[:-1] == expected:
-        why = f"  (a partly filled last block has no hash: {len(tokens)} tokens fill {len(expected)} blocks of {b})"
+        why = tr("a partly filled last block has no hash: {tokens} tokens fill {blocks} blocks of {size}",
+                 tokens=len(tokens), blocks=len(expected), size=b)
     elif expected and got == expected[:-1]:
-        why = f"  (the last full block is missing: {len(tokens)} tokens fill {len(expected)} blocks of {b})"
+        why = tr("the last full block is missing: {tokens} tokens fill {blocks} blocks of {size}", tokens=len(tokens),
+                 blocks=len(expected), size=b)
     elif got and got == [strong_hash(None, block) for block in blocks][:len(got)]:
-        why = "  (each hash must include its parent's hash, or equal blocks after different beginnings get one hash)"
+        why = tr("each hash must include its parent's hash, or equal blocks after different beginnings get one hash")
     elif got and expected and got[0] != expected[0] and got[0] in (strong_hash(0, blocks[0]),
                                                                    strong_hash(b"", blocks[0])):
-        why = "  (the first block's parent hash is None)"
-    return [f"prompt {short(list(tokens), 80)} ({len(tokens)} tokens), block size {b}",
-            f"expected {len(expected)} hash{'es' if len(expected) != 1 else ''} {short(expected, 90)}, "
-            f"got {short(got, 90)}{why}"]
+        why = tr("the first block's parent hash is None")
+    fields = dict(count=len(expected), expected=short(expected, 90), got=short(got, 90))
+    if why is None:
+        result = (tr("expected {count} hash {expected}, got {got}", **fields) if len(expected) == 1 else
+                  tr("expected {count} hashes {expected}, got {got}", **fields))
+    else:
+        result = (tr("expected {count} hash {expected}, got {got}  ({why})", **fields, why=why) if len(expected) == 1
+                  else tr("expected {count} hashes {expected}, got {got}  ({why})", **fields, why=why))
+    return [tr("prompt {prompt} ({count} tokens), block size {size}", prompt=short(list(tokens), 80),
+               count=len(tokens), size=b),
+            result]
 
 
 def check_block_hashes(fn: Callable[[list[int], int, Callable[[Hashable, tuple[int, ...]], Hashable]],
@@ -103,7 +114,7 @@ def check_block_hashes(fn: Callable[[list[int], int, Callable[[Hashable, tuple[i
 class LookupCase:
     """A prompt, the cache's table (hash -> block, maybe stale) and what each block holds now."""
 
-    name: str
+    name: Message
     token_ids: tuple[int, ...]
     block_size: int
     hash_name: str
@@ -123,7 +134,7 @@ def _cached(tokens: Sequence[int], block_size: int, blocks: Sequence[int], hash_
     return table, holds
 
 
-def _case(name: str, tokens: Sequence[int], block_size: int, table: dict[Hashable, int], holds: dict[int, Key],
+def _case(name: Message, tokens: Sequence[int], block_size: int, table: dict[Hashable, int], holds: dict[int, Key],
           hash_name: str = "strong") -> LookupCase:
     return LookupCase(name, tuple(tokens), block_size, hash_name, tuple(table.items()), tuple(holds.items()))
 
@@ -142,21 +153,21 @@ def _shown_lookup_cases() -> tuple[LookupCase, ...]:
     h6[6] = (None, tuple(system[:4]))
     t6[strong_hash(strong_hash(None, tuple(system[:4])), tuple(system[4:8]))] = 3   # a stale entry that names it
     return (
-        _case("a cached 10-token system prompt (block size 4), a new question after it", system + [30, 31, 32], 4,
-              t1, h1),
-        _case("the whole prompt is cached (two full blocks): the last token must still be computed", system[:8], 4,
-              t2, h2),
-        _case("one token more than the cached blocks: both hit", system[:9], 4, t2, h2),
-        _case("block 2 was handed out again since (its table entry is stale): it holds other tokens now",
+        _case(tr("a cached 10-token system prompt (block size 4), a new question after it"), system + [30, 31, 32],
+              4, t1, h1),
+        _case(tr("the whole prompt is cached (two full blocks): the last token must still be computed"), system[:8],
+              4, t2, h2),
+        _case(tr("one token more than the cached blocks: both hit"), system[:9], 4, t2, h2),
+        _case(tr("block 2 was handed out again since (its table entry is stale): it holds other tokens now"),
               system + [30], 4, t3, h3),
-        _case("a weak hash: another block hashes the same and holds other tokens (a forced collision)",
+        _case(tr("a weak hash: another block hashes the same and holds other tokens (a forced collision)"),
               [5, 5, 5, 0, 0, 9], 5, t4, h4, "weak"),
-        _case("block 2 was evicted: block 9 cannot be used without it", system + [30, 31, 32], 4, t5, h5),
-        _case("the same 4 tokens after another beginning are other K/V: compare the parent too",
+        _case(tr("block 2 was evicted: block 9 cannot be used without it"), system + [30, 31, 32], 4, t5, h5),
+        _case(tr("the same 4 tokens after another beginning are other K/V: compare the parent too"),
               system[:8] + [0], 4, t6, h6),
-        _case("a shared prefix shorter than one block never hits (vLLM #54607)", [11, 12, 13, 50, 51, 52, 53, 54], 4,
-              *_cached([11, 12, 13, 60, 61, 62, 63, 64], 4, [3, 5])),
-        _case("block size 1", [5, 6, 7], 1, *_cached([5, 6, 7], 1, [4, 0, 1])),
+        _case(tr("a shared prefix shorter than one block never hits (vLLM #54607)"), [11, 12, 13, 50, 51, 52, 53, 54],
+              4, *_cached([11, 12, 13, 60, 61, 62, 63, 64], 4, [3, 5])),
+        _case(tr("block size 1"), [5, 6, 7], 1, *_cached([5, 6, 7], 1, [4, 0, 1])),
     )
 
 
@@ -192,7 +203,8 @@ def _trace_lookups(count: int = 160, seed: int = 13) -> list[LookupCase]:
                       + [rng.randrange(vocab) for _ in range(rng.randint(0, b))])
             prompt = prompt or [rng.randrange(vocab)]
             if rng.random() < 0.6 and len(cases) < count:
-                cases.append(_case(f"hidden case {len(cases) + 1}", prompt, b, dict(table), dict(holds), hash_name))
+                cases.append(_case(tr("hidden case {n}", n=len(cases) + 1), prompt, b, dict(table), dict(holds),
+                                   hash_name))
             hit = reference.cached_prefix_blocks(prompt, b, fn, table, holds)
             need = -(-len(prompt) // b) - len(hit)
             while need > len(queue) - sum(1 for x in hit if refs[x] == 0) and running:
@@ -222,12 +234,12 @@ def _trace_lookups(count: int = 160, seed: int = 13) -> list[LookupCase]:
 HIDDEN_LOOKUP_CASES = _trace_lookups()
 
 
-def _why_stop(case: LookupCase, index: int) -> str:
+def _why_stop(case: LookupCase, index: int) -> Message:
     """Why block ``index`` of the prompt cannot be used (the reference stopped there)."""
     b, tokens, fn = case.block_size, case.token_ids, HASHES[case.hash_name]
     if (index + 1) * b >= len(tokens):
-        return (f"{(index + 1) * b} of {len(tokens)} tokens would hit: nothing would be left to compute the logits "
-                f"from")
+        return tr("{hit} of {tokens} tokens would hit: nothing would be left to compute the logits from",
+                  hit=(index + 1) * b, tokens=len(tokens))
     parent = None
     for i in range(index):
         parent = fn(parent, tokens[i * b:(i + 1) * b])
@@ -235,34 +247,37 @@ def _why_stop(case: LookupCase, index: int) -> str:
     block = dict(case.table).get(fn(*key))
     held = dict(case.holds).get(block) if block is not None else None
     if block is None:
-        return (f"block {index} of the prompt is not in the table: a block is usable only if every block before it "
-                f"is cached too")
+        return tr("block {index} of the prompt is not in the table: a block is usable only if every block before it "
+                  "is cached too", index=index)
     if held is None:
-        return f"the table names block {block}, which holds no full block now: the entry is stale"
+        return tr("the table names block {block}, which holds no full block now: the entry is stale", block=block)
     if held[1] != key[1]:
-        return (f"the table names block {block}, but it holds tokens {short(list(held[1]))}, not "
-                f"{short(list(key[1]))}: a collision or a block handed out again; compare before using it")
-    return (f"block {block} holds these tokens, but after another prefix (parent hash {held[0]!r}, not "
-            f"{key[0]!r}): its K/V differ")
+        return tr("the table names block {block}, but it holds tokens {held}, not {wanted}: a collision or a block "
+                  "handed out again; compare before using it", block=block, held=short(list(held[1])),
+                  wanted=short(list(key[1])))
+    return tr("block {block} holds these tokens, but after another prefix (parent hash {held!r}, not {wanted!r}): "
+              "its K/V differ", block=block, held=held[0], wanted=key[0])
 
 
 def _run_lookup(fn: Reader, case: LookupCase) -> list[str]:
     hash_fn, table, holds = HASHES[case.hash_name], dict(case.table), dict(case.holds)
     expected = reference.cached_prefix_blocks(case.token_ids, case.block_size, hash_fn, table, holds)
     got, problem = as_int_list(fn(list(case.token_ids), case.block_size, hash_fn, dict(table), dict(holds)),
-                               "block id")
+                               tr("block id"))
     if got is None:
         return [problem]
     if got == expected:
         return []
-    why = ""
+    why: Message | None = None
     if len(got) > len(expected) and got[:len(expected)] == expected:
-        why = f"  ({_why_stop(case, len(expected))})"
+        why = _why_stop(case, len(expected))
     elif len(got) < len(expected) and expected[:len(got)] == got:
-        why = f"  (block {expected[len(got)]} holds exactly the pair hashed: it is a hit)"
-    return [f"prompt {short(list(case.token_ids), 80)} ({len(case.token_ids)} tokens), block size "
-            f"{case.block_size}, {case.hash_name} hash, {len(table)} table entries",
-            f"expected blocks {expected}, got {got}{why}"]
+        why = tr("block {block} holds exactly the pair hashed: it is a hit", block=expected[len(got)])
+    return [tr("prompt {prompt} ({count} tokens), block size {size}, {hash}, {entries} table entries",
+               prompt=short(list(case.token_ids), 80), count=len(case.token_ids), size=case.block_size,
+               hash=HASH_NAMES[case.hash_name], entries=len(table)),
+            tr("expected blocks {expected}, got {got}", expected=expected, got=got) if why is None else
+            tr("expected blocks {expected}, got {got}  ({why})", expected=expected, got=got, why=why)]
 
 
 def check_cached_prefix_blocks(fn: Callable[..., Sequence[int]]) -> bool:
@@ -276,22 +291,22 @@ Op = tuple[str, object]   # ("alloc", n) ("share", block) ("cache", block) ("fre
 
 @dataclass(frozen=True)
 class QueueCase:
-    name: str
+    name: Message
     num_blocks: int
     ops: tuple[Op, ...]
 
 
 QUEUE_CASES: tuple[QueueCase, ...] = (
-    QueueCase("a request finishes, freed tail first: its partial block 2 to the front, its cached 1 and 0 to the back",
-              8, (("alloc", 3), ("cache", 0), ("cache", 1), ("free", (2, 1, 0)))),
-    QueueCase("two uncached blocks freed together keep their order at the front",
+    QueueCase(tr("a request finishes, freed tail first: its partial block 2 to the front, its cached 1 and 0 to the "
+                 "back"), 8, (("alloc", 3), ("cache", 0), ("cache", 1), ("free", (2, 1, 0)))),
+    QueueCase(tr("two uncached blocks freed together keep their order at the front"),
               6, (("alloc", 4), ("cache", 0), ("free", (3, 2, 1, 0)))),
-    QueueCase("a block another request shares loses one reference and stays out of the queue",
+    QueueCase(tr("a block another request shares loses one reference and stays out of the queue"),
               6, (("alloc", 2), ("share", 0), ("cache", 0), ("free", (1, 0)), ("free", (0,)))),
-    QueueCase("a hit on a free cached block pulls it out of the middle of the queue",
+    QueueCase(tr("a hit on a free cached block pulls it out of the middle of the queue"),
               6, (("alloc", 3), ("cache", 0), ("cache", 1), ("free", (2, 1, 0)), ("hit", 0), ("hit", 1))),
-    QueueCase("a hit on a block in use only takes a reference", 4, (("alloc", 1), ("cache", 0), ("hit", 0))),
-    QueueCase("freeing nothing changes nothing", 3, (("alloc", 1), ("free", ()))),
+    QueueCase(tr("a hit on a block in use only takes a reference"), 4, (("alloc", 1), ("cache", 0), ("hit", 0))),
+    QueueCase(tr("freeing nothing changes nothing"), 3, (("alloc", 1), ("free", ()))),
 )
 
 
@@ -332,24 +347,25 @@ def _draw_queue_case(rng: random.Random, i: int) -> QueueCase:
             continue
         _apply(op, queue, refs, cached, reference.free_blocks, reference.touch)
         ops.append(op)
-    return QueueCase(f"hidden case {i + 1}", n, tuple(ops))
+    return QueueCase(tr("hidden case {n}", n=i + 1), n, tuple(ops))
 
 
 HIDDEN_QUEUE_CASES = seeded(100, 14, _draw_queue_case)
 
 
-def _queue_hint(before: list[int], refs: list[int], blocks: Sequence[int], cached: set[int], got: list[int]) -> str:
+def _queue_hint(before: list[int], refs: list[int], blocks: Sequence[int], cached: set[int],
+                got: list[int]) -> Message | None:
     freed = [x for x in blocks if refs[x] == 1]
     fresh, kept = [x for x in freed if x not in cached], [x for x in freed if x in cached]
     if got == before + freed and fresh:
-        return "the older vLLM order (both appended); at c59cb79 a freed block without a hash goes to the front"
+        return tr("the older vLLM order (both appended); at c59cb79 a freed block without a hash goes to the front")
     if got == fresh[::-1] + before + kept and len(fresh) > 1:
-        return "prepending one block at a time reverses them: the first block given must end up first"
+        return tr("prepending one block at a time reverses them: the first block given must end up first")
     if got == kept + before + fresh:
-        return "the cached blocks go to the back (they may still be hit), the others to the front"
+        return tr("the cached blocks go to the back (they may still be hit), the others to the front")
     if any(refs[x] > 1 and x in got for x in blocks):
-        return "a block with another reference is still in use: it does not join the queue"
-    return ""
+        return tr("a block with another reference is still in use: it does not join the queue")
+    return None
 
 
 def _run_queue(fn: Reader, case: QueueCase) -> list[str]:
@@ -370,13 +386,16 @@ def _run_queue(fn: Reader, case: QueueCase) -> list[str]:
         diff = []
         if list(got_q) != exp_q:
             hint = _queue_hint(before, refs, arg, cached, list(got_q)) if kind == "free" else (
-                "a hit must take the block out of the free queue, or it could be handed out while in use"
-                if arg in got_q else "")
-            diff.append(f"free queue: expected {exp_q}, got {list(got_q)}" + (f"  ({hint})" if hint else ""))
+                tr("a hit must take the block out of the free queue, or it could be handed out while in use")
+                if arg in got_q else None)
+            diff.append(tr("free queue: expected {expected}, got {got}", expected=exp_q, got=list(got_q))
+                        if hint is None else
+                        tr("free queue: expected {expected}, got {got}  ({hint})", expected=exp_q, got=list(got_q),
+                           hint=hint))
         if list(got_r) != exp_r:
-            diff.append(f"reference counts: expected {exp_r}, got {list(got_r)}")
+            diff.append(tr("reference counts: expected {expected}, got {got}", expected=exp_r, got=list(got_r)))
         if diff:
-            return [f"{step}:"] + ["  " + line for line in diff]
+            return [tr("{case}:", case=step)] + [f"  {line}" for line in diff]
     return []
 
 
@@ -391,7 +410,7 @@ def check_free_queue(free_blocks: Callable[[list[int], list[int], list[int], set
         (free_blocks if kind == "free" else touch)(*args)
         return kind   # both work in place: None is their answer, not the sign of a stub
 
-    return grade("free queue order (空閒佇列的順序)", either, QUEUE_CASES, HIDDEN_QUEUE_CASES, _run_queue)
+    return grade(tr("free queue order (空閒佇列的順序)"), either, QUEUE_CASES, HIDDEN_QUEUE_CASES, _run_queue)
 
 
 # --- the three, as the engine's prefix cache ------------------------------------------------------------
@@ -411,43 +430,48 @@ def check_prefix_cache(path: str | Path = PARTS["prefix_cache"].path()) -> bool:
     path = Path(path)
     name = f"{path} (你的前綴快取)"
     if not path.exists():
-        return report(name, [f"{path} does not exist: run the %%writefile cell above first"])
+        return report(name, [tr("{path} does not exist: run the %%writefile cell above first", path=path)])
     try:
         module = load_file(path)
     except Exception as exc:   # noqa: BLE001 (a reader's file can raise anything on import)
-        return report(name, [f"importing it {describe_exception(exc)}"])
+        return report(name, [tr("importing it {error}", error=describe_exception(exc))])
     missing = [f for f in FUNCTIONS if not callable(getattr(module, f, None))]
     if missing:
-        return report(name, [f"it defines no {', '.join(missing)}: the file holds your three functions"])
+        return report(name, [tr("it defines no {names}: the file holds your three functions",
+                                names=str(tr(", ")).join(missing))])
     verdicts = [check_block_hashes(module.block_hashes),
                 check_free_queue(module.free_blocks, getattr(module, "touch", reference.touch)),
                 check_cached_prefix_blocks(module.cached_prefix_blocks)]
     if not all(verdicts):
         return False
-    problem = _engine_differs(ReaderFunctions.of(module, f"your prefix cache ({path})"))
-    if problem:
+    problem = _engine_differs(ReaderFunctions.of(module, tr("your prefix cache ({path})", path=path)))
+    if problem is not None:
         return report(name, [problem])
     mark_passed(path)
     report(name, [])
-    print("  in the engine it found, evicted and preempted as the shipped cache does; load_parts() now runs it")
+    same = tr("in the engine it found, evicted and preempted as the shipped cache does; load_parts() now runs it")
+    print(f"  {same}")
     return True
 
 
-def _engine_differs(functions: ReaderFunctions) -> str:
-    """How ``functions``, as the engine's prefix cache, serve :data:`ENGINE_RUN` unlike the shipped one ("" if not)."""
+def _engine_differs(functions: ReaderFunctions) -> Message | None:
+    """How ``functions``, as the engine's prefix cache, serve :data:`ENGINE_RUN` unlike the shipped one, or None."""
     requests = copilot50(seed=0, length_scale=1 / 16)
     shipped = simulate(requests, enable_prefix_caching=True, **ENGINE_RUN)
     try:
         mine = simulate(requests, enable_prefix_caching=True, block_manager=functions.memory, **ENGINE_RUN)
     except PartError as exc:
-        return f"in the engine (the consultants at 1/16 scale, blocks of 3): {exc}"
+        return tr("in the engine (the consultants at 1/16 scale, blocks of 3): {error}",
+                  error=exc.args[0] if exc.args else exc)
     got, want = [(r.tokens.prefix_hit_tokens, r.tokens.resumed_hit_tokens, r.evictions, r.preemptions)
                  for r in (mine, shipped)]
     if got == want:
-        return ""
-    return (f"in the engine (the consultants at 1/16 scale, blocks of 3) your cache found {got[0]} prompt tokens "
-            f"({got[1]} more for preempted requests), evicted {got[2]} blocks and {got[3]} requests were preempted; "
-            f"with the shipped cache {want[0]} ({want[1]}), {want[2]} and {want[3]}")
+        return None
+    return tr("in the engine (the consultants at 1/16 scale, blocks of 3) your cache found {found} prompt tokens "
+              "({resumed} more for preempted requests), evicted {evicted} blocks and {preempted} requests were "
+              "preempted; with the shipped cache {want_found} ({want_resumed}), {want_evicted} and {want_preempted}",
+              found=got[0], resumed=got[1], evicted=got[2], preempted=got[3], want_found=want[0],
+              want_resumed=want[1], want_evicted=want[2], want_preempted=want[3])
 
 
 def try_case(grader: str, index: int = 0, *fns: Callable[..., object]) -> dict[str, object]:
@@ -458,7 +482,7 @@ def try_case(grader: str, index: int = 0, *fns: Callable[..., object]) -> dict[s
     """
     if grader == "hashes":
         c = CHAIN_CASES[index]
-        out: dict[str, object] = {"case": c.name, "token_ids": list(c.token_ids), "block_size": c.block_size,
+        out: dict[str, object] = {"case": str(c.name), "token_ids": list(c.token_ids), "block_size": c.block_size,
                                   "hash_fn": strong_hash,
                                   "expected": reference.block_hashes(c.token_ids, c.block_size, strong_hash)}
         if fns:
@@ -467,14 +491,14 @@ def try_case(grader: str, index: int = 0, *fns: Callable[..., object]) -> dict[s
     if grader == "lookup":
         c = LOOKUP_CASES[index]
         args = (list(c.token_ids), c.block_size, HASHES[c.hash_name], dict(c.table), dict(c.holds))
-        out = {"case": c.name, "token_ids": args[0], "block_size": args[1], "hash_fn": args[2], "table": args[3],
+        out = {"case": str(c.name), "token_ids": args[0], "block_size": args[1], "hash_fn": args[2], "table": args[3],
                "holds": args[4], "expected": reference.cached_prefix_blocks(*args)}
         if fns:
             out["got"] = fns[0](list(c.token_ids), c.block_size, HASHES[c.hash_name], dict(c.table), dict(c.holds))
         return out
     if grader == "queue":
         c = QUEUE_CASES[index]
-        out = {"case": c.name, "num_blocks": c.num_blocks, "ops": list(c.ops),
+        out = {"case": str(c.name), "num_blocks": c.num_blocks, "ops": list(c.ops),
                "expected": _queue_states(c, reference.free_blocks, reference.touch)}
         if fns:
             out["got"] = _queue_states(c, *fns)

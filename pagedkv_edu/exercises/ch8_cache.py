@@ -45,6 +45,7 @@ from ..core.swap import SwapSpace
 from ..engine.guards import PartError
 from ..specs import hit_rate
 from .grading import as_int_list, describe_exception, short
+from .messages import tr
 
 FUNCTIONS = ("block_hashes", "cached_prefix_blocks", "free_blocks")
 """What a reader's chapter-8 module must define (``touch`` is optional: the pool's own otherwise)."""
@@ -71,10 +72,10 @@ class ReaderFunctions:
     cached_prefix_blocks: Callable[..., Any]
     free_blocks: Callable[..., Any]
     touch: Callable[..., Any] | None = None
-    part: str = "your prefix cache"
+    part: str = tr("your prefix cache")
 
     @classmethod
-    def of(cls, module: object, part: str = "your prefix cache") -> "ReaderFunctions":
+    def of(cls, module: object, part: str = tr("your prefix cache")) -> "ReaderFunctions":
         """The functions ``module`` (a reader's file, or any object holding them) defines; its ``touch`` if any."""
         missing = [name for name in FUNCTIONS if not callable(getattr(module, name, None))]
         if missing:
@@ -101,11 +102,12 @@ class ReaderFunctions:
         try:
             return fn(*args)
         except Exception as exc:   # noqa: BLE001 (a reader's code can raise anything: name it, keep the cause)
-            raise PartError(f"{self.part}: {call} {describe_exception(exc)}") from exc
+            raise PartError(tr("{part}: {call} {error}", part=self.part, call=call,
+                               error=describe_exception(exc))) from exc
 
     def fail(self, call: str, why: str) -> NoReturn:
         """Stop the engine: the reader's ``call`` answered something the engine must not use, and ``why``."""
-        raise PartError(f"{self.part}: {call}: {why}")
+        raise PartError(tr("{part}: {call}: {why}", part=self.part, call=call, why=why))
 
 
 def _named(block_hash: Any) -> str:
@@ -139,8 +141,8 @@ class ReaderBlockPool(BlockPool):
             want[block_id] -= 1
         cached = {b for b in ids if self.is_cached is not None and self.is_cached(b)}
         queue, refs = list(self._free), list(self.ref_counts)
-        call = (f"free_blocks(free_queue={short(queue)}, ref_counts=<{len(refs)} counts>, blocks={short(ids)}, "
-                f"cached={short(sorted(cached))})")
+        call = tr("free_blocks(free_queue={queue}, ref_counts=<{count} counts>, blocks={blocks}, cached={cached})",
+                  queue=short(queue), count=len(refs), blocks=short(ids), cached=short(sorted(cached)))
         self.functions.run(call, self.functions.free_blocks, queue, refs, list(ids), cached)
         now_free = set(self._free) | {b for b in ids if want[b] == 0}
         self._adopt(call, queue, refs, want, now_free)
@@ -154,31 +156,36 @@ class ReaderBlockPool(BlockPool):
         queue, refs = list(self._free), list(self.ref_counts)
         want = list(refs)
         want[block_id] += 1
-        call = f"touch(free_queue={short(queue)}, ref_counts=<{len(refs)} counts>, block={block_id})"
+        call = tr("touch(free_queue={queue}, ref_counts=<{count} counts>, block={block})", queue=short(queue),
+                  count=len(refs), block=block_id)
         self.functions.run(call, self.functions.touch, queue, refs, block_id)
         self._adopt(call, queue, refs, want, set(self._free) - {block_id})
 
     def _adopt(self, call: str, queue: list[int], refs: list[int], want: list[int], free: set[int]) -> None:
         """Make the reader's queue and counts the pool's, if the counts are ``want`` and the queue holds ``free``."""
         if refs != want:
-            counts, problem = as_int_list(refs, "reference count")
+            counts, problem = as_int_list(refs, tr("reference count"))
             if counts is None:
-                self.functions.fail(call, f"ref_counts: {problem}")
+                self.functions.fail(call, tr("ref_counts: {problem}", problem=problem))
             if len(counts) != len(want):
-                self.functions.fail(call, f"ref_counts has {len(counts)} counts for {len(want)} blocks")
+                self.functions.fail(call, tr("ref_counts has {count} counts for {blocks} blocks", count=len(counts),
+                                             blocks=len(want)))
             block = next(b for b, (got, expected) in enumerate(zip(counts, want)) if got != expected)
-            self.functions.fail(call, f"block {block}'s reference count is {counts[block]}, expected {want[block]} (it "
-                                      f"was {self.ref_counts[block]}; a release drops one reference, a hit adds one)")
-        order, problem = (queue, "") if all(type(b) is int for b in queue) else as_int_list(queue, "block id")
+            self.functions.fail(call, tr("block {block}'s reference count is {got}, expected {expected} (it was "
+                                         "{was}; a release drops one reference, a hit adds one)", block=block,
+                                         got=counts[block], expected=want[block], was=self.ref_counts[block]))
+        order, problem = (queue, "") if all(type(b) is int for b in queue) else as_int_list(queue, tr("block id"))
         if order is None:
-            self.functions.fail(call, f"the free queue: {problem}")
+            self.functions.fail(call, tr("the free queue: {problem}", problem=problem))
         if len(order) != len(free) or set(order) != free:
             in_use, lost = sorted(set(order) - free), sorted(free - set(order))
             twice = sorted({b for b in order if order.count(b) > 1})
-            wrong = ([f"blocks {in_use} are in use (nobody else may be handed them)"] if in_use else []) \
-                + ([f"free blocks {lost} are missing (never handed out again)"] if lost else []) \
-                + ([f"blocks {twice} are in it twice"] if twice else [])
-            self.functions.fail(call, f"the free queue is {short(order, 80)}: {'; '.join(wrong)}")
+            wrong = ([tr("blocks {blocks} are in use (nobody else may be handed them)", blocks=in_use)]
+                     if in_use else []) \
+                + ([tr("free blocks {blocks} are missing (never handed out again)", blocks=lost)] if lost else []) \
+                + ([tr("blocks {blocks} are in it twice", blocks=twice)] if twice else [])
+            self.functions.fail(call, tr("the free queue is {queue}: {problems}", queue=short(order, 80),
+                                         problems=str(tr("; ")).join(str(w) for w in wrong)))   # rendered now
         self._free = OrderedDict.fromkeys(order)
         self.ref_counts[:] = want
 
@@ -206,10 +213,11 @@ class ReaderPrefixCache:
         """The reader's lookup of ``token_ids``, after their chain was checked against the record's ``hashes``."""
         size, ids = self.pool.block_size, list(token_ids)
         chain = self._chain(ids, hashes)
-        call = f"cached_prefix_blocks({short(ids)} ({len(ids)} tokens), {size}, hash_fn, table, holds)"
+        call = tr("cached_prefix_blocks({ids} ({count} tokens), {size}, hash_fn, table, holds)", ids=short(ids),
+                  count=len(ids), size=size)
         found = self.functions.run(call, self.functions.cached_prefix_blocks, ids, size, self.hasher.hash_fn,
                                     MappingProxyType(self.table), MappingProxyType(self.holds))   # read-only views
-        blocks, problem = as_int_list(found, "block id")
+        blocks, problem = as_int_list(found, tr("block id"))
         if blocks is None:
             self.functions.fail(call, problem)
         self._check_hit(call, blocks, ids, chain)
@@ -218,43 +226,50 @@ class ReaderPrefixCache:
     def _chain(self, ids: list[int], hashes: Sequence[BlockHash]) -> list[Hashable]:
         """The reader's ``block_hashes`` of the prompt, refused unless it is one hash per full block, the record's."""
         size = self.pool.block_size
-        call = f"block_hashes({short(ids)} ({len(ids)} tokens), {size}, hash_fn)"
+        call = tr("block_hashes({ids} ({count} tokens), {size}, hash_fn)", ids=short(ids), count=len(ids), size=size)
         chain = self.functions.run(call, self.functions.block_hashes, list(ids), size, self.hasher.hash_fn)
         if not isinstance(chain, (list, tuple)):
-            self.functions.fail(call, f"returned {short(chain)}: return a list of hashes, one per full block")
+            self.functions.fail(call, tr("returned {value}: return a list of hashes, one per full block",
+                                         value=short(chain)))
         if len(chain) != len(ids) // size:
-            self.functions.fail(call, f"returned {len(chain)} hashes; {len(ids)} tokens fill {len(ids) // size} "
-                                      f"blocks of {size} (a partly filled last block has no hash)")
+            self.functions.fail(call, tr("returned {count} hashes; {tokens} tokens fill {blocks} blocks of {size} (a "
+                                         "partly filled last block has no hash)", count=len(chain), tokens=len(ids),
+                                         blocks=len(ids) // size, size=size))
         for i, (mine, engine) in enumerate(zip(chain, hashes)):
             if mine != engine:
-                self.functions.fail(call, f"hash {i} is {_named(mine)}, but the engine's chain, which its blocks are "
-                                          f"registered under, has {_named(engine)} (block i's hash is hash_fn(block "
-                                          f"i - 1's hash, its tokens), the first block's parent None)")
+                self.functions.fail(call, tr("hash {i} is {mine}, but the engine's chain, which its blocks are "
+                                             "registered under, has {engine} (block i's hash is hash_fn(block i - 1's "
+                                             "hash, its tokens), the first block's parent None)", i=i,
+                                             mine=_named(mine), engine=_named(engine)))
         return list(chain)
 
     def _check_hit(self, call: str, blocks: list[int], ids: list[int], chain: list[Hashable]) -> None:
         """Refuse a hit that would give the request K/V other than its prefix's, or none for its last token."""
         size, pool = self.pool.block_size, self.pool
         if len(blocks) * size > len(ids) - 1:
-            self.functions.fail(call, f"returned {len(blocks)} blocks, {len(blocks) * size} of {len(ids)} tokens: "
-                                      f"the last token must be left to compute")
+            self.functions.fail(call, tr("returned {count} blocks, {hit} of {tokens} tokens: the last token must be "
+                                         "left to compute", count=len(blocks), hit=len(blocks) * size,
+                                         tokens=len(ids)))
         for i, block in enumerate(blocks):
             if not 0 <= block < pool.num_blocks:
-                self.functions.fail(call, f"returned {short(blocks)}: block {block} is outside the pool of "
-                                          f"{pool.num_blocks} blocks")
+                self.functions.fail(call, tr("returned {blocks}: block {block} is outside the pool of {count} blocks",
+                                             blocks=short(blocks), block=block, count=pool.num_blocks))
             if block not in self.holds:
-                state = "free and caches nothing" if pool.ref_counts[block] == 0 else "in use and caches nothing"
-                self.functions.fail(call, f"returned {short(blocks)}: block {block} is {state} (evicted, or never "
-                                          f"a full block); only a block in holds can be a hit")
+                state = tr("free and caches nothing") if pool.ref_counts[block] == 0 else \
+                    tr("in use and caches nothing")
+                self.functions.fail(call, tr("returned {blocks}: block {block} is {state} (evicted, or never a full "
+                                             "block); only a block in holds can be a hit", blocks=short(blocks),
+                                             block=block, state=state))
             pair = (chain[i - 1] if i else None, tuple(ids[i * size:(i + 1) * size]))
             held = self.holds[block]
             if held != pair:
-                self.functions.fail(call, f"returned {short(blocks)}: block {block} holds tokens "
-                                          f"{short(list(held[1]))} after parent {_named(held[0])}, not block {i} of "
-                                          f"this prompt ({short(list(pair[1]))} after {_named(pair[0])}): its K/V "
-                                          f"are another prefix's")
+                self.functions.fail(call, tr("returned {blocks}: block {block} holds tokens {held} after parent "
+                                             "{parent}, not block {i} of this prompt ({wanted} after "
+                                             "{wanted_parent}): its K/V are another prefix's", blocks=short(blocks),
+                                             block=block, held=short(list(held[1])), parent=_named(held[0]), i=i,
+                                             wanted=short(list(pair[1])), wanted_parent=_named(pair[0])))
         if len(set(blocks)) != len(blocks):     # each holds its pair, yet one block at two places of a table
-            self.functions.fail(call, f"returned {short(blocks)}, a block twice")
+            self.functions.fail(call, tr("returned {blocks}, a block twice", blocks=short(blocks)))
 
     def record(self, queried: int, hit: int) -> None:
         """Count one admission's lookup in the statistics."""
@@ -291,10 +306,11 @@ class ReaderPrefixCache:
     def __contains__(self, block_id: int) -> bool:
         return block_id in self.holds
 
-    def __repr__(self) -> str:
-        return (f"ReaderPrefixCache({self.functions.part}: {len(self.holds)} cached blocks, lookup hit rate "
-                f"{self.lookup_hit_rate:.1%} = {self.hit_tokens}/{self.queried_tokens} tokens, {self.num_evictions} "
-                f"evictions)")
+    def __repr__(self) -> str:    # rendered now, in the reader's language: a repr is printed as it is
+        return str(tr("ReaderPrefixCache({part}: {count} cached blocks, lookup hit rate {rate:.1%} = {hit}/{queried} "
+                      "tokens, {evictions} evictions)", part=self.functions.part, count=len(self.holds),
+                      rate=self.lookup_hit_rate, hit=self.hit_tokens, queried=self.queried_tokens,
+                      evictions=self.num_evictions))
 
 
 __all__ = ["FUNCTIONS", "NoneRoot", "ReaderBlockPool", "ReaderFunctions", "ReaderPrefixCache"]

@@ -143,7 +143,7 @@ def grade_in_order(name: str, cases: Sequence[C], run: Callable[[C], list[str]],
                                     passed=i, total=len(cases))])
     except NotSolved as stub:
         return report(name, [], not_solved=str(stub))
-    return report(passed or f"{name} ({tr('{count} cases', count=len(cases))})", [])
+    return report(passed or tr("{name} ({count} cases)", name=name, count=len(cases)), [])
 
 
 def _run_one(run: Callable[[Reader, C], list[str]], reader: Reader, case: C) -> list[str]:

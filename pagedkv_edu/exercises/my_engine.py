@@ -32,6 +32,7 @@ from ..engine.step import step as shipped_step
 from .ch8_cache import ReaderBlockPool, ReaderFunctions, ReaderPrefixCache
 from . import report
 from .grading import describe_exception, grade
+from .messages import tr
 
 MY_ENGINE = Path("my_engine")
 """Where the chapters save your parts, relative to the notebooks."""
@@ -55,14 +56,14 @@ class Part:
 
 
 PARTS: dict[str, Part] = {p.name: p for p in (
-    Part("block_manager", "2", "BlockManager", "the block manager: admit, grow, release (and fork, chapter 7)"),
-    Part("gather", "3", "gather_kv", "gathering a sequence's K/V through its block table: the torch attention"),
-    Part("decode_kernel", "4", ("paged_decode_kernel", "merge_splits_kernel"), "the split-K paged decode kernel",
+    Part("block_manager", "2", "BlockManager", tr("the block manager: admit, grow, release (and fork, chapter 7)")),
+    Part("gather", "3", "gather_kv", tr("gathering a sequence's K/V through its block table: the torch attention")),
+    Part("decode_kernel", "4", ("paged_decode_kernel", "merge_splits_kernel"), tr("the split-K paged decode kernel"),
          Path("my_kernels") / "paged_decode.py"),
-    Part("scheduler", "6", "schedule", "the scheduling policy: schedule(state)"),
+    Part("scheduler", "6", "schedule", tr("the scheduling policy: schedule(state)")),
     Part("prefix_cache", "8", ("block_hashes", "cached_prefix_blocks", "free_blocks"),
-         "the prefix cache: the hash chain, the checked lookup, the free queue's order"),
-    Part("step", "12", "step", "the engine's step, over the parts"),
+         tr("the prefix cache: the hash chain, the checked lookup, the free queue's order")),
+    Part("step", "12", "step", tr("the engine's step, over the parts")),
 )}
 
 
@@ -82,11 +83,11 @@ def why_not_passed(path: str | Path, chapter: str) -> str | None:
     path = Path(path)
     note = path.with_name(path.name + ".passed")
     if not path.exists():
-        return f"{path} does not exist (chapter {chapter} writes it)"
+        return tr("{path} does not exist (chapter {chapter} writes it)", path=path, chapter=chapter)
     if not note.exists():
-        return f"{path} has not passed chapter {chapter}'s grader yet"
+        return tr("{path} has not passed chapter {chapter}'s grader yet", path=path, chapter=chapter)
     if note.read_text().strip() != digest(path):
-        return f"{path} changed since it passed chapter {chapter}'s grader"
+        return tr("{path} changed since it passed chapter {chapter}'s grader", path=path, chapter=chapter)
     return None
 
 
@@ -109,22 +110,24 @@ def function_in(path: str | Path, name: str, signature: str, shipped: tuple[Any,
     """
     path = Path(path)
     if not path.exists():
-        return None, f"{path} does not exist: run the %%writefile cell above, which saves your {what} there"
+        return None, tr("{path} does not exist: run the %%writefile cell above, which saves your {what} there",
+                        path=path, what=what)
     try:
         module = load_file(path)
     except Exception as error:   # noqa: BLE001 (the reader's file may raise anything as it is imported)
-        return None, f"importing {path} {describe_exception(error)}"
+        return None, tr("importing {path} {error}", path=path, error=describe_exception(error))
     fn = getattr(module, name, None)
     if not callable(fn):
-        return None, f"{path} defines no function {name}{signature}"
+        return None, tr("{path} defines no function {name}{signature}", path=path, name=name, signature=signature)
     if any(fn is s for s in shipped):
-        return None, f"{path} imports the shipped {name} instead of defining its own: write yours there"
+        return None, tr("{path} imports the shipped {name} instead of defining its own: write yours there", path=path,
+                        name=name)
     return fn, ""
 
 
 def grade_part(name: str, target: Any, cases: Any, hidden: Any, run: Callable[..., list[str]],
                find: Callable[[str | Path], tuple[Callable[..., Any] | None, str]], *,
-               passed: str = "load_parts() gives it to the engine") -> bool:
+               passed: str = tr("load_parts() gives it to the engine")) -> bool:
     """Grade a part given as a function, or as the file that defines it (``find`` reads it): a file that passes
     is marked passed as it is now, and ``passed`` says what runs it from then on."""
     if not isinstance(target, (str, Path)):
@@ -135,7 +138,8 @@ def grade_part(name: str, target: Any, cases: Any, hidden: Any, run: Callable[..
     if not grade(name, fn, cases, hidden, run):
         return False
     mark_passed(target)
-    print(f"  {target} is marked passed: {passed}, for as long as the file stays as it is")
+    print(tr("  {path} is marked passed: {passed}, for as long as the file stays as it is", path=target,
+             passed=passed))
     return True
 
 
@@ -176,10 +180,11 @@ class ReportCard:
         return sum(self.lines(c.part.name) for c in self.choices)
 
     def __str__(self) -> str:
-        rows = [f"{'part':16s}{'chapter':>8s}  {'runs':9s}{'lines':>6s}  why"]
-        rows += [f"{c.part.name:16s}{c.part.chapter:>8s}  {'yours' if c.yours else 'shipped':9s}"
+        # rendered now, in the reader's language: join reads a message's English value
+        rows = [str(tr("part             chapter  runs      lines  why"))]    # the columns of the rows below
+        rows += [f"{c.part.name:16s}{c.part.chapter:>8s}  {tr('yours') if c.yours else tr('shipped'):9s}"
                  f"{self.lines(c.part.name) or '':>6}  {c.why}" for c in self.choices]
-        return "\n".join(rows + [f"your code the engine runs: {self.your_lines} lines"])
+        return "\n".join(rows + [str(tr("your code the engine runs: {count} lines", count=self.your_lines))])
 
 
 def code_lines(path: Path) -> int:
@@ -205,12 +210,14 @@ def choose(name: str, shipped: Any, directory: Path = MY_ENGINE) -> Choice:
     if why is not None:
         return Choice(part, False, shipped, why)
     if isinstance(part.defines, str):
-        return Choice(part, True, getattr(load_file(path), part.defines), f"{path} passed chapter {part.chapter}")
+        return Choice(part, True, getattr(load_file(path), part.defines),
+                      tr("{path} passed chapter {chapter}", path=path, chapter=part.chapter))
     module = load_file(path)
     missing = [name for name in part.defines if not callable(getattr(module, name, None))]
     if missing:
-        return Choice(part, False, shipped, f"{path} defines no {', '.join(missing)}")
-    return Choice(part, True, module, f"{path} passed chapter {part.chapter}")
+        return Choice(part, False, shipped, tr("{path} defines no {names}", path=path,
+                                               names=str(tr(", ")).join(missing)))
+    return Choice(part, True, module, tr("{path} passed chapter {chapter}", path=path, chapter=part.chapter))
 
 
 @dataclass
@@ -241,7 +248,7 @@ class Parts:
             return BlockManager(num_blocks, block_size, max_seq_len, enable_prefix_caching=enable_prefix_caching,
                                 hash_fn=hash_fn, watermark_blocks=watermark_blocks, swap=swap)
         if swap is not None:
-            raise ValueError("your block manager has no swap space: chapter 9 swaps with the shipped one")
+            raise ValueError(tr("your block manager has no swap space: chapter 9 swaps with the shipped one"))
         pool = BlockPool(num_blocks, block_size) if cache is None else ReaderBlockPool(num_blocks, block_size, cache)
         factory = None
         if cache is not None:
@@ -249,7 +256,7 @@ class Parts:
         elif enable_prefix_caching:
             factory = lambda p: PrefixCache(p, hash_fn)                # noqa: E731
         mine = self.manager_class(pool, max_seq_len, watermark_blocks=watermark_blocks, prefix_cache=factory)
-        return CheckedMemory(mine, f"your block manager ({PARTS['block_manager'].path()})")
+        return CheckedMemory(mine, tr("your block manager ({path})", path=PARTS["block_manager"].path()))
 
     def over(self, pool: BlockPool, max_seq_len: int | None = None) -> Any:
         """A block manager over an existing pool (the explorer's), yours or the shipped one."""
@@ -285,12 +292,13 @@ def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Par
     directory = Path(directory)
     manager = choose("block_manager", BlockManager, directory)
     if manager.yours and not (isinstance(manager.value, type) and issubclass(manager.value, ManagerBase)):
-        manager = Choice(manager.part, False, BlockManager, f"{manager.part.path(directory)} defines no BlockManager "
-                                                            f"class built on ManagerBase")
+        manager = Choice(manager.part, False, BlockManager, tr("{path} defines no BlockManager class built on "
+                                                               "ManagerBase", path=manager.part.path(directory)))
     elif manager.yours:   # chapter 2's file shares nothing until chapter 7 adds fork: say so before n > 1 needs it
         shares = manager.value.fork is not ManagerBase.fork
-        manager = dataclasses.replace(manager, why=manager.why + (" (with fork: shares blocks)" if shares else
-                                                                  " (no fork yet: chapter 7 adds it; n > 1 needs it)"))
+        why = tr("{why} (with fork: shares blocks)", why=manager.why) if shares else \
+            tr("{why} (no fork yet: chapter 7 adds it; n > 1 needs it)", why=manager.why)
+        manager = dataclasses.replace(manager, why=why)
     gather = choose("gather", None, directory)
     kernel = choose("decode_kernel", None, directory)
     policy = choose("scheduler", shipped_scheduler.schedule, directory)
@@ -299,7 +307,8 @@ def load_parts(directory: str | Path = MY_ENGINE, *, quiet: bool = False) -> Par
     card = ReportCard([manager, gather, kernel, policy, cache, step], directory)
     if not quiet:
         print(card)
-    mine = ReaderFunctions.of(cache.value, f"your prefix cache ({cache.part.path(directory)})") if cache.yours else None
+    mine = ReaderFunctions.of(cache.value, tr("your prefix cache ({path})", path=cache.part.path(directory))) \
+        if cache.yours else None
     return Parts(manager.value, policy.value, card, mine, attention_part(gather, kernel), step.value)
 
 

@@ -27,10 +27,18 @@ from ..sim.decode_cost import A100_PCIE, H200, Device
 from ..sim.preemption_cost import OPT_13B, PreemptionCost, preemption_costs
 from ..sim.radix_compare import replay_radix
 from ..workload import Request, copilot50, prompt_token_ids
+from .language import Message, tr
 from .render import PALETTE, svg_document
 
 DEVICES: dict[str, Device] = {"a100-pcie": A100_PCIE, "h200": H200}
 """The cost model's devices, by the short key a control and ``data-state`` use: the paper's GPU and the book's."""
+DEVICE_LABELS: dict[str, Message] = {"a100-pcie": tr("A100-40GB on PCIe 4.0")}
+"""A device's name as the reader's language writes it, where it has words (in English, the device's own name)."""
+
+
+def device_label(key: str) -> str:
+    """What the device control and the pictures show for a key of DEVICES."""
+    return DEVICE_LABELS.get(key, DEVICES[key].name)
 
 VOCAB_SIZE = 49152   # the stand-in ids' vocabulary, the one prefix_hit_tokens draws from (SmolLM2's)
 
@@ -68,14 +76,20 @@ class BlockSizeFrame:
                 f"hash_hit={self.hash_hits[i]:.1f};radix_hit={self.radix_hit:.1f};"
                 f"swap_ms={self.swap_ms[i]:.1f};recompute_ms={self.recompute_ms[i]:.1f}")
 
-    def summary(self) -> str:
+    def summary(self) -> Message:
         """One line of text for the same point (what a plain-text display shows)."""
         i = self.index
-        cheaper = "swap" if self.swap_wins else "recompute"
-        return (f"B = {self.block_size}, shared prefix {self.shared_prefix} tokens, {DEVICES[self.device].name}: "
-                f"{self.unused_share[i]:.1%} of held slots empty, {self.table_entries[i]:.1f} table entries a "
-                f"request, {self.hash_hits[i]:.0f} tokens found by the hash chain ({self.radix_hit:.0f} by the "
-                f"radix tree), {cheaper} is cheaper ({self.swap_ms[i]:.0f} against {self.recompute_ms[i]:.0f} ms)")
+        return tr("B = {block_size}, shared prefix {shared_prefix} tokens, {device}: {unused:.1%} of held slots "
+                  "empty, {entries:.1f} table entries a request, {hash_hits:.0f} tokens found by the hash chain "
+                  "({radix_hit:.0f} by the radix tree), {cheaper} is cheaper ({swap:.0f} against {recompute:.0f} ms)",
+                  block_size=self.block_size, shared_prefix=self.shared_prefix, device=device_label(self.device),
+                  unused=self.unused_share[i], entries=self.table_entries[i], hash_hits=self.hash_hits[i],
+                  radix_hit=self.radix_hit, cheaper=_cheaper(self), swap=self.swap_ms[i],
+                  recompute=self.recompute_ms[i])
+
+
+def _cheaper(frame: BlockSizeFrame) -> Message:
+    return tr("swap") if frame.swap_wins else tr("recompute")
 
 
 class BlockSizeState:
@@ -99,7 +113,7 @@ class BlockSizeState:
         if len(self.requests) < 2:
             raise ValueError(f"prefix hits need at least 2 requests (one to cache, one to find), "
                              f"got {len(self.requests)}")
-        sizes = tuple(check_whole("block size", b, 1) for b in block_sizes)
+        sizes = tuple(check_whole("block size", b, 1) for b in block_sizes)   # en: not shown to readers (a caller's)
         if not sizes or list(sizes) != sorted(set(sizes)):
             raise ValueError(f"block_sizes must be increasing and non-empty, got {list(block_sizes)}")
         self.block_sizes = sizes
@@ -167,8 +181,9 @@ class BlockSizeState:
         """
         check_whole("shared_prefix", shared_prefix, 0)
         if shared_prefix > self.shortest_prompt:
-            raise ValueError(f"shared_prefix={shared_prefix} is longer than the shortest prompt "
-                             f"({self.shortest_prompt} tokens): every prompt must hold the whole shared prefix")
+            raise ValueError(tr("shared_prefix={shared_prefix} is longer than the shortest prompt ({shortest} tokens): "
+                                "every prompt must hold the whole shared prefix", shared_prefix=shared_prefix,
+                                shortest=self.shortest_prompt))
         if shared_prefix not in self._radix_hits:
             reqs = [dataclasses.replace(r, shared_prefix_len=shared_prefix) for r in self.requests]
             if shared_prefix not in self._hash_hits:
@@ -192,7 +207,7 @@ PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 56, 12, 42, 34
 class Series:
     """One curve of a panel; the dash and the marker tell it apart without its colour."""
 
-    label: str
+    label: str                    # a Message: drawn in the reader's language
     values: tuple[float, ...]
     colour: str
     dashed: bool = False
@@ -230,6 +245,7 @@ def _panel(key: str, x0: float, y0: float, title: str, value: str, sizes: Sequen
     """A small chart of ``series`` over the block sizes (evenly spaced: each size doubles the last).
 
     The legend goes top right, or bottom left with ``legend_low``: wherever the curves leave room.
+    ``title``, ``value`` and the series' labels are messages, written in the reader's language.
     """
     left, right = x0 + PLOT_LEFT, x0 + PANEL_W - PLOT_RIGHT
     top, bottom = y0 + PLOT_TOP, y0 + PANEL_H - PLOT_BOTTOM
@@ -245,9 +261,10 @@ def _panel(key: str, x0: float, y0: float, title: str, value: str, sizes: Sequen
             share = (v - lo) / (hi - lo)
         return bottom - (bottom - top) * share
 
-    out = [f'<g class="panel" data-panel="{key}" data-value="{escape(value)}">',
-           f'<text x="{x0 + 8:g}" y="{y0 + 14:g}" font-size="12" font-weight="bold">{escape(title)}</text>',
-           f'<text class="value" x="{x0 + 8:g}" y="{y0 + 29:g}" font-size="11" fill="#333333">{escape(value)}</text>',
+    out = [f'<g class="panel" data-panel="{key}" data-value="{escape(str(value))}">',
+           f'<text x="{x0 + 8:g}" y="{y0 + 14:g}" font-size="12" font-weight="bold">{escape(str(title))}</text>',
+           f'<text class="value" x="{x0 + 8:g}" y="{y0 + 29:g}" font-size="11" '  # en: not shown to readers
+           f'fill="#333333">{escape(str(value))}</text>',
            f'<rect x="{left:g}" y="{top:g}" width="{right - left:g}" height="{bottom - top:g}" fill="none" '
            f'stroke="#888888" stroke-width="0.5"/>']
     for t in _ticks(lo, hi, log):
@@ -259,14 +276,14 @@ def _panel(key: str, x0: float, y0: float, title: str, value: str, sizes: Sequen
         weight = "bold" if i == chosen else "normal"
         out.append(f'<text x="{px(i):.1f}" y="{bottom + 12:g}" font-size="9" text-anchor="middle" '
                    f'font-weight="{weight}">{b}</text>')
-    out.append(f'<text x="{(left + right) / 2:g}" y="{bottom + 25:g}" font-size="9" text-anchor="middle" '
-               f'fill="#555555">block size B (tokens)</text>')
-    out.append(f'<line class="chosen" x1="{px(chosen):.1f}" y1="{top:g}" x2="{px(chosen):.1f}" y2="{bottom:g}" '
+    out.append(f'<text x="{(left + right) / 2:g}" y="{bottom + 25:g}" font-size="9" text-anchor="middle" '  # en: not shown to readers
+               f'fill="#555555">{escape(str(tr("block size B (tokens)")))}</text>')
+    out.append(f'<line class="chosen" x1="{px(chosen):.1f}" y1="{top:g}" x2="{px(chosen):.1f}" y2="{bottom:g}" '  # en: not shown to readers
                f'stroke="{MARK_COLOUR}" stroke-width="6" stroke-opacity="0.6"/>')
     for k, s in enumerate(series):
         points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(s.values))
         dash = ' stroke-dasharray="5,3"' if s.dashed else ""
-        out.append(f'<polyline points="{points}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
+        out.append(f'<polyline points="{points}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')  # en: not shown to readers
         for i, v in enumerate(s.values):
             r = 5 if i == chosen else 2.5
             mark = ' class="mark"' if i == chosen else ""
@@ -283,7 +300,7 @@ def _panel(key: str, x0: float, y0: float, title: str, value: str, sizes: Sequen
                 lx, ly = right - 118, top + 12 + 14 * k
             out.append(f'<line x1="{lx:g}" y1="{ly - 3:g}" x2="{lx + 18:g}" y2="{ly - 3:g}" stroke="{s.colour}" '
                        f'stroke-width="2"{dash}/>')
-            out.append(f'<text x="{lx + 22:g}" y="{ly:g}" font-size="10">{escape(s.label)}</text>')
+            out.append(f'<text x="{lx + 22:g}" y="{ly:g}" font-size="10">{escape(str(s.label))}</text>')
     out.append("</g>")
     return out
 
@@ -295,28 +312,33 @@ def _count(v: float) -> str:
 def _body(frame: BlockSizeFrame) -> list[str]:
     """The heading and the four panels, two by two (the still places copies with a transform)."""
     i, b, sizes = frame.index, frame.block_size, frame.block_sizes
-    device = DEVICES[frame.device].name
-    cheaper = "swap" if frame.swap_wins else "recompute"
-    out = [f'<text x="8" y="17" font-size="14" font-weight="bold">Block size B = {b}: '
-           f'shared prefix {frame.shared_prefix} tokens, {escape(device)}</text>',
-           f'<text x="8" y="34" font-size="11" fill="#555555">The grey band marks B = {b}; '
-           f'each curve is the whole sweep. Waste, table and hits: counted; preemption: a model.</text>']
+    heading = tr("Block size B = {block_size}: shared prefix {shared_prefix} tokens, {device}", block_size=b,
+                 shared_prefix=frame.shared_prefix, device=device_label(frame.device))
+    note = tr("The grey band marks B = {block_size}; each curve is the whole sweep. Waste, table and hits: counted; "
+              "preemption: a model.", block_size=b)
+    out = [f'<text x="8" y="17" font-size="14" font-weight="bold">{escape(str(heading))}</text>',
+           f'<text x="8" y="34" font-size="11" fill="#555555">{escape(str(note))}</text>']
     right = PANEL_W + 4
-    out += _panel("waste", 0, HEADER, "Last-block waste: share of held slots empty",
-                  f"{frame.unused_share[i]:.2%} of held slots empty at B = {b}", sizes, i,
-                  [Series("empty share", frame.unused_share, WASTE_COLOUR)], False, lambda v: f"{v:.1%}")
-    out += _panel("table", right, HEADER, "Block table: entries per request",
-                  f"{frame.table_entries[i]:.1f} entries ({frame.table_entries[i] * TABLE_ENTRY_BYTES:,.0f} bytes "
-                  f"of int32 ids)", sizes, i, [Series("entries", frame.table_entries, TABLE_COLOUR)], True, _count)
-    out += _panel("hits", 0, HEADER + PANEL_H, f"Prefix hits: of {frame.shared_prefix} shared tokens, found",
-                  f"hash chain {frame.hash_hits[i]:.0f} tokens, radix tree {frame.radix_hit:.0f}", sizes, i,
-                  [Series("hash chain", frame.hash_hits, HASH_COLOUR),
-                   Series("radix tree", (frame.radix_hit,) * len(sizes), RADIX_COLOUR, dashed=True, square=True)],
+    out += _panel("waste", 0, HEADER, tr("Last-block waste: share of held slots empty"),
+                  tr("{share:.2%} of held slots empty at B = {block_size}", share=frame.unused_share[i], block_size=b),
+                  sizes, i, [Series(tr("empty share"), frame.unused_share, WASTE_COLOUR)], False, lambda v: f"{v:.1%}")
+    out += _panel("table", right, HEADER, tr("Block table: entries per request"),
+                  tr("{entries:.1f} entries ({bytes:,.0f} bytes of int32 ids)", entries=frame.table_entries[i],
+                     bytes=frame.table_entries[i] * TABLE_ENTRY_BYTES),
+                  sizes, i, [Series(tr("entries"), frame.table_entries, TABLE_COLOUR)], True, _count)
+    out += _panel("hits", 0, HEADER + PANEL_H,
+                  tr("Prefix hits: of {shared_prefix} shared tokens, found", shared_prefix=frame.shared_prefix),
+                  tr("hash chain {hash_hits:.0f} tokens, radix tree {radix_hit:.0f}", hash_hits=frame.hash_hits[i],
+                     radix_hit=frame.radix_hit), sizes, i,
+                  [Series(tr("hash chain"), frame.hash_hits, HASH_COLOUR),
+                   Series(tr("radix tree"), (frame.radix_hit,) * len(sizes), RADIX_COLOUR, dashed=True, square=True)],
                   False, lambda v: f"{v:g}", legend_low=True)
-    out += _panel("preemption", right, HEADER + PANEL_H, f"Preempting one {frame.preempted_tokens:,}-token sequence (ms, model)",
-                  f"swap {frame.swap_ms[i]:.0f} ms, recompute {frame.recompute_ms[i]:.0f} ms: {cheaper} is cheaper",
-                  sizes, i, [Series("swap out + in", frame.swap_ms, SWAP_COLOUR),
-                             Series("recompute", frame.recompute_ms, RECOMPUTE_COLOUR, dashed=True, square=True)],
+    out += _panel("preemption", right, HEADER + PANEL_H,
+                  tr("Preempting one {tokens:,}-token sequence (ms, model)", tokens=frame.preempted_tokens),
+                  tr("swap {swap:.0f} ms, recompute {recompute:.0f} ms: {cheaper} is cheaper", swap=frame.swap_ms[i],
+                     recompute=frame.recompute_ms[i], cheaper=_cheaper(frame)),
+                  sizes, i, [Series(tr("swap out + in"), frame.swap_ms, SWAP_COLOUR),
+                             Series(tr("recompute"), frame.recompute_ms, RECOMPUTE_COLOUR, dashed=True, square=True)],
                   True, _count)
     return out
 
@@ -326,7 +348,7 @@ PICTURE_H = HEADER + 2 * PANEL_H
 
 def block_size_svg(frame: BlockSizeFrame) -> str:
     """The frame as SVG: waste, table size, prefix hits and preemption cost over every block size."""
-    extra = (f' role="img" aria-label="{escape(frame.summary())}" data-state="{escape(frame.data_state)}" '
+    extra = (f' role="img" aria-label="{escape(str(frame.summary()))}" data-state="{escape(frame.data_state)}" '
              f'font-family="sans-serif"')
     return svg_document(WIDTH, PICTURE_H, _body(frame), "pagedkv-blocksize", extra)
 

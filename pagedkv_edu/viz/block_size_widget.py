@@ -13,7 +13,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .block_size_view import DEVICES, BlockSizeState, block_size_svg
+from .block_size_view import DEVICES, BlockSizeState, block_size_svg, device_label
+from .language import tr
 from .render import ERROR_COLOUR
 
 PREFIX_STEP = 8   # the shared-prefix slider's step: fine enough to land on either side of a block boundary
@@ -27,14 +28,17 @@ class BlockSizeWidget(widgets.VBox):
         seconds, so a notebook or a test that already holds one passes it rather than sweeping again."""
         self.state = BlockSizeState() if state is None else state
         longest = max(r.prompt_len for r in self.state.requests)
+        # Labels in the reader's language (a trait keeps a str's English value, so each is rendered here).
         self.block_size = widgets.SelectionSlider(options=list(self.state.block_sizes), value=self.state.block_size,
-                                                  description="block size", layout=widgets.Layout(width="360px"))
+                                                  description=str(tr("block size")),
+                                                  layout=widgets.Layout(width="360px"))
         # The slider reaches the longest prompt, past the shortest: the values in between are refused, and say why.
         self.shared_prefix = widgets.IntSlider(value=self.state.shared_prefix, min=0, max=longest, step=PREFIX_STEP,
-                                               description="shared prefix", continuous_update=False,
+                                               description=str(tr("shared prefix")), continuous_update=False,
                                                layout=widgets.Layout(width="360px"))
-        self.device = widgets.Dropdown(options=[(d.name, key) for key, d in DEVICES.items()], value=self.state.device,
-                                       description="device", layout=widgets.Layout(width="300px"))
+        self.device = widgets.Dropdown(options=[(str(device_label(key)), key) for key in DEVICES],
+                                       value=self.state.device, description=str(tr("device")),
+                                       layout=widgets.Layout(width="300px"))
         self.message = widgets.HTML()
         self.drawing = widgets.HTML()
         self._reverting = False
@@ -59,8 +63,8 @@ class BlockSizeWidget(widgets.VBox):
         try:
             setter(value)
         except ValueError as exc:
-            self.message.value = (f'<span style="color:{ERROR_COLOUR}">Refused: {escape(str(exc))}. The picture '
-                                  f'still shows the last accepted setting.</span>')
+            note = tr("Refused: {reason}. The picture still shows the last accepted setting.", reason=str(exc))
+            self.message.value = f'<span style="color:{ERROR_COLOUR}">{escape(str(note))}</span>'  # en: not shown to readers
             self._reverting = True
             try:
                 control.value = getattr(self.state, attribute)
@@ -77,5 +81,5 @@ class BlockSizeWidget(widgets.VBox):
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         frame = self.state.frame()
         bundle["image/svg+xml"] = block_size_svg(frame)
-        bundle["text/plain"] = f"block-size widget: {frame.summary()}"
+        bundle["text/plain"] = str(tr("block-size widget: {summary}", summary=frame.summary()))
         return bundle

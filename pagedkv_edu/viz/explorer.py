@@ -14,6 +14,7 @@ import ipywidgets as widgets
 
 from ..core.block_manager import BlockManager
 from .explorer_state import ExplorerState, ManagerFactory
+from .language import tr
 from .render import Picture, render_svg, request_label
 
 
@@ -23,6 +24,8 @@ class BlockExplorer(widgets.VBox):
     ``fork=False`` leaves the fork button out: chapter 2 shows the explorer before chapter 7
     teaches sharing. ``block_manager`` builds the manager over the explorer's pool (see
     :class:`ExplorerState`): chapter 2 passes the reader's class once it passed its grader.
+
+    Labels are in the reader's language when the widget is built; the state's messages, when shown.
     """
 
     def __init__(
@@ -40,20 +43,25 @@ class BlockExplorer(widgets.VBox):
         self.state = ExplorerState(num_blocks, block_size, free_order=free_order, max_seq_len=max_seq_len,
                                    block_manager=block_manager)
         self.prompt_tokens = widgets.BoundedIntText(value=prompt_tokens, min=1, max=1_000_000,
-                                                    description="prompt", layout=widgets.Layout(width="150px"))
-        self.add_button = widgets.Button(description="add request", tooltip="admit a request (prefill)")
-        self.step_button = widgets.Button(description="decode step", tooltip="every request +1 token")
+                                                    description=str(tr("prompt")),
+                                                    layout=widgets.Layout(width="150px"))
+        self.add_button = widgets.Button(description=str(tr("add request")),
+                                         tooltip=str(tr("admit a request (prefill)")))
+        self.step_button = widgets.Button(description=str(tr("decode step")),
+                                          tooltip=str(tr("every request +1 token")))
         self.steps = widgets.BoundedIntText(value=steps, min=1, max=100_000, description="N",
                                             layout=widgets.Layout(width="120px"))
-        self.step_n_button = widgets.Button(description="step ×N", tooltip="N decode steps")
-        self.request_choice = widgets.Dropdown(options=[], description="request",
+        self.step_n_button = widgets.Button(description=str(tr("step ×N")), tooltip=str(tr("N decode steps")))
+        self.request_choice = widgets.Dropdown(options=[], description=str(tr("request")),
                                                layout=widgets.Layout(width="170px"))
-        self.finish_button = widgets.Button(description="finish", tooltip="return the request's blocks")
-        self.fork_button = widgets.Button(description="fork", tooltip="a new sample sharing the request's blocks")
+        self.finish_button = widgets.Button(description=str(tr("finish")),
+                                            tooltip=str(tr("return the request's blocks")))
+        self.fork_button = widgets.Button(description=str(tr("fork")),
+                                          tooltip=str(tr("a new sample sharing the request's blocks")))
         self.block_size_slider = widgets.IntSlider(value=block_size, min=1, max=max(32, block_size),
-                                                   description="block size", continuous_update=False)
+                                                   description=str(tr("block size")), continuous_update=False)
         self.pool_size_slider = widgets.IntSlider(value=num_blocks, min=1, max=max(64, num_blocks),
-                                                  description="pool blocks", continuous_update=False)
+                                                  description=str(tr("pool blocks")), continuous_update=False)
         self.counters = widgets.Label()
         self.drawing = widgets.HTML()
         self.event_log = widgets.HTML()
@@ -83,10 +91,10 @@ class BlockExplorer(widgets.VBox):
     def _refresh(self) -> None:
         """Re-render everything from one snapshot; keep sliders on the state's sizes."""
         snap = self.state.snapshot()
-        self.counters.value = snap.summary()
+        self.counters.value = str(snap.summary())
         self.drawing.value = render_svg(snap)
-        recent = "\n".join(snap.events[-6:])
-        self.event_log.value = f'<pre style="font-size:11px;line-height:1.3;margin:0">{escape(recent)}</pre>'
+        recent = "\n".join(str(event) for event in snap.events[-6:])
+        self.event_log.value = f'<pre style="font-size:11px;line-height:1.3;margin:0">{escape(recent)}</pre>'  # en: not shown to readers
         live = self.state.live_requests
         chosen = self.request_choice.value if self.request_choice.value in live else (live[0] if live else None)
         self.request_choice.options = [(request_label(r), r) for r in live]
@@ -103,5 +111,5 @@ class BlockExplorer(widgets.VBox):
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         snap = self.state.snapshot()
         bundle["image/svg+xml"] = render_svg(snap)
-        bundle["text/plain"] = snap.summary()
+        bundle["text/plain"] = str(snap.summary())
         return bundle

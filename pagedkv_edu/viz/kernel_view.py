@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from .language import tr
 from .render import PALETTE, _text, _text_colour, svg_document
 
 CELL = 22  # one slot or one token position
@@ -26,13 +27,13 @@ class KernelView:
     """A picture Jupyter, GitHub and the book display as SVG, with a one-line text fallback."""
 
     svg: str
-    summary: str
+    summary: str     # a message (tr): English value, shown in the reader's language
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        return {"image/svg+xml": self.svg, "text/plain": self.summary}
+        return {"image/svg+xml": self.svg, "text/plain": str(self.summary)}
 
     def __repr__(self) -> str:
-        return self.summary
+        return str(self.summary)
 
 
 def _cell(x: float, y: float, fill: str, label: str, *, hatched: bool = False, cls: str = "cell",
@@ -50,7 +51,7 @@ def _cell(x: float, y: float, fill: str, label: str, *, hatched: bool = False, c
 
 
 def _svg(width: float, height: float, body: list[str], title: str) -> str:
-    return svg_document(width, height, body, "pagedkv-kernel", f' role="img" aria-label="{escape(title)}"')
+    return svg_document(width, height, body, "pagedkv-kernel", f' role="img" aria-label="{escape(str(title))}"')
 
 
 def split_ranges(seq_len: int, num_splits: int, tile_n: int) -> list[tuple[int, int]]:
@@ -68,10 +69,10 @@ def _check(block_size: int, num_blocks: int, tile_n: int) -> None:
 def _cache_grid(x0: float, y0: float, num_blocks: int, block_size: int,
                 painted: dict[int, tuple[str, str]]) -> tuple[list[str], float]:
     """The physical cache: block rows of slots; ``painted[slot] = (colour, label)``."""
-    out = [_text(x0, y0 + 11, "physical cache (one row per block, one cell per slot)", size=11, weight="bold")]
+    out = [_text(x0, y0 + 11, tr("physical cache (one row per block, one cell per slot)"), size=11, weight="bold")]
     y = y0 + 18
     for block in range(num_blocks):
-        out.append(_text(x0 + LABEL_W - 6, y + 15, f"block {block}", size=10, anchor="end"))
+        out.append(_text(x0 + LABEL_W - 6, y + 15, tr("block {block}", block=block), size=10, anchor="end"))
         for offset in range(block_size):
             slot = block * block_size + offset
             fill, label = painted.get(slot, (UNREAD, ""))
@@ -96,17 +97,22 @@ def tile_reads_svg(block_tables: Sequence[Sequence[int]], seq_lens: Sequence[int
     body: list[str] = []
     painted: dict[int, tuple[str, str]] = {}
     x0, y = PAD, PAD
-    body.append(_text(x0, y + 11, f"token positions, tiles of {tile_n} (block size {block_size}, "
-                                  f"{num_splits} split{'s' * (num_splits > 1)} per sequence)", size=11, weight="bold"))
-    body.append(_text(x0, y + 26, "colour: one program (sequence, split); tN: its tile N; hatched: masked, "
-                                  "reads nothing", size=10, colour="#555555"))
+    if num_splits > 1:
+        title = tr("token positions, tiles of {tile_n} (block size {block_size}, {num_splits} splits per sequence)",
+                   tile_n=tile_n, block_size=block_size, num_splits=num_splits)
+    else:
+        title = tr("token positions, tiles of {tile_n} (block size {block_size}, {num_splits} split per sequence)",
+                   tile_n=tile_n, block_size=block_size, num_splits=num_splits)
+    body.append(_text(x0, y + 11, title, size=11, weight="bold"))
+    body.append(_text(x0, y + 26, tr("colour: one program (sequence, split); tN: its tile N; hatched: masked, "
+                                     "reads nothing"), size=10, colour="#555555"))
     y += 36
     widest = block_size
     for seq, (table, seq_len) in enumerate(zip(block_tables, seq_lens)):
         if seq_len > len(table) * block_size:
             raise ValueError(f"sequence {seq} has {seq_len} tokens but its table {list(table)} holds "
                              f"{len(table) * block_size} at block size {block_size}")
-        body.append(_text(x0, y + 15, f"sequence {seq}", size=10))
+        body.append(_text(x0, y + 15, tr("sequence {seq}", seq=seq), size=10))
         x = x0 + LABEL_W
         cells = 0
         for split, (start, end) in enumerate(split_ranges(seq_len, num_splits, tile_n)):
@@ -119,7 +125,7 @@ def tile_reads_svg(block_tables: Sequence[Sequence[int]], seq_lens: Sequence[int
                         body += _cell(x, y, colour, f"t{tile}", cls="position",
                                       data=f' data-pos="{pos}" data-slot="{slot}" data-split="{split}"')
                     else:
-                        body += _cell(x, y, MASKED, "", hatched=True, cls="position masked")
+                        body += _cell(x, y, MASKED, "", hatched=True, cls="position masked")  # en: not shown to readers
                     x += CELL
                     cells += 1
                 x += 3  # a gap between tiles
@@ -128,8 +134,9 @@ def tile_reads_svg(block_tables: Sequence[Sequence[int]], seq_lens: Sequence[int
     grid, y = _cache_grid(x0, y + 6, num_blocks, block_size, painted)
     body += grid
     width = max(MIN_WIDTH, x0 + LABEL_W + widest * CELL + PAD + 40)
-    summary = (f"tile reads: {len(seq_lens)} sequences, block size {block_size}, tiles of {tile_n}, "
-               f"{num_splits} splits, {len(painted)} slots read")
+    summary = tr("tile reads: {sequences} sequences, block size {block_size}, tiles of {tile_n}, {num_splits} splits, "
+                 "{slots} slots read", sequences=len(seq_lens), block_size=block_size, tile_n=tile_n,
+                 num_splits=num_splits, slots=len(painted))
     return KernelView(_svg(width, y + PAD, body, summary), summary)
 
 
@@ -143,16 +150,16 @@ def store_svg(slot_mapping: Sequence[int], block_size: int, num_blocks: int) -> 
     body: list[str] = []
     painted: dict[int, tuple[str, str]] = {}
     x0, y = PAD, PAD
-    body.append(_text(x0, y + 11, "new tokens, one program each (the slot each is stored to)", size=11,
+    body.append(_text(x0, y + 11, tr("new tokens, one program each (the slot each is stored to)"), size=11,
                       weight="bold"))
     y += 20
-    body.append(_text(x0, y + 15, "token", size=10))
-    body.append(_text(x0, y + CELL + 15, "slot", size=10))
+    body.append(_text(x0, y + 15, tr("token"), size=10))
+    body.append(_text(x0, y + CELL + 15, tr("slot"), size=10))
     for token, slot in enumerate(slot_mapping):
         x = x0 + LABEL_W + token * CELL
         if slot < 0:
-            body += _cell(x, y, MASKED, f"p{token}", hatched=True, cls="token skipped")
-            body.append(_text(x + CELL / 2, y + CELL + 15, "skip", size=8, anchor="middle"))
+            body += _cell(x, y, MASKED, f"p{token}", hatched=True, cls="token skipped")  # en: not shown to readers
+            body.append(_text(x + CELL / 2, y + CELL + 15, tr("skip"), size=8, anchor="middle"))
             continue
         if slot >= num_blocks * block_size:
             raise ValueError(f"token {token}'s slot {slot} is past the cache's {num_blocks * block_size} slots")
@@ -163,5 +170,6 @@ def store_svg(slot_mapping: Sequence[int], block_size: int, num_blocks: int) -> 
     grid, y_end = _cache_grid(x0, y + 2 * CELL + 8, num_blocks, block_size, painted)
     body += grid
     width = max(MIN_WIDTH, x0 + LABEL_W + max(block_size, len(slot_mapping)) * CELL + PAD)
-    summary = (f"store: {len(slot_mapping)} tokens, {len(painted)} written, block size {block_size}")
+    summary = tr("store: {tokens} tokens, {written} written, block size {block_size}", tokens=len(slot_mapping),
+                 written=len(painted), block_size=block_size)
     return KernelView(_svg(width, y_end + PAD, body, summary), summary)

@@ -55,7 +55,8 @@ class Message(str):
     fields: dict[str, Any]
 
     def __new__(cls, template: str, /, **fields: Any) -> "Message":
-        self = super().__new__(cls, template.format(**fields))
+        english = template.format(**{k: v.render("en") if isinstance(v, Message) else v for k, v in fields.items()})
+        self = super().__new__(cls, english)      # English whatever the language now: it is the value, and a key
         self.template, self.fields = template, fields
         return self
 

@@ -23,11 +23,16 @@ import numpy as np
 
 from ..checks import check_whole
 from .kernel_view import split_ranges
-from .render import ERROR_COLOUR, FREE_COLOUR, PALETTE, _text, _text_colour, svg_document
+from .language import Message, tr
+from .render import ERROR_COLOUR, FREE_COLOUR, PALETTE, _text_colour, svg_document
+from .render import _text as _svg_text
 
 SCORE_PATTERNS: tuple[str, ...] = ("random", "rising", "falling", "near 1,000")
 """How the keys are drawn: at random; drifting so later keys score higher (the max grows, old sums are
 rescaled) or lower (the first tile's max stands); or shifted to scores near 1,000, where exp overflows."""
+PATTERN_LABELS: dict[str, Message] = {"random": tr("random"), "rising": tr("rising"), "falling": tr("falling"),
+                                      "near 1,000": tr("near 1,000")}
+"""What the scores control and the pictures show for each of SCORE_PATTERNS (the values stay code)."""
 TILE_SIZES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 16, 32)
 """The widget's choices; 3 and 6 are there to be refused (a kernel tile is a power of two, a block need not be)."""
 MIN_KEYS, MAX_KEYS = 4, 64
@@ -191,18 +196,20 @@ class OnlineSoftmaxState:
         check_whole("num_keys", num_keys, MIN_KEYS, MAX_KEYS)
         check_whole("tile_n", tile_n, 1, MAX_KEYS)
         if tile_n & (tile_n - 1):
-            raise ValueError(f"tile_n={tile_n} is not a power of two: the kernel's tl.arange(0, TILE_N) needs one "
-                             f"(the block size need not be one; the tile is what the kernel loads at once)")
+            raise ValueError(tr("tile_n={tile_n} is not a power of two: the kernel's tl.arange(0, TILE_N) needs one "
+                                "(the block size need not be one; the tile is what the kernel loads at once)",
+                                tile_n=tile_n))
         check_whole("num_splits", num_splits, 1, MAX_SPLITS)
         check_whole("seed", seed, 0, MAX_SEED)
         if pattern not in SCORE_PATTERNS:
             raise ValueError(f"unknown score pattern {pattern!r}; choose one of {', '.join(SCORE_PATTERNS)}")
         num_tiles = -(-num_keys // tile_n)
         if num_splits > num_tiles:
-            raise ValueError(f"num_splits={num_splits} is more than the {num_tiles} tile{'s' * (num_tiles > 1)} of "
-                             f"{num_keys} keys in tiles of {tile_n}: a split is a program over whole tiles, so "
-                             f"{num_splits - num_tiles} would read nothing; use at most {num_tiles} splits, "
-                             f"smaller tiles or more keys")
+            raise ValueError(tr("num_splits={num_splits} is more than the {tiles} of {num_keys} keys in tiles of "
+                                "{tile_n}: a split is a program over whole tiles, so {extra} would read nothing; use "
+                                "at most {num_tiles} splits, smaller tiles or more keys", num_splits=num_splits,
+                                tiles=_tiles(num_tiles), num_keys=num_keys, tile_n=tile_n,
+                                extra=num_splits - num_tiles, num_tiles=num_tiles))
         q, keys, values = draw_inputs(seed, pattern, self.head_dim)
         scores = keys[:num_keys] @ q / math.sqrt(self.head_dim)
         values = values[:num_keys]
@@ -258,10 +265,21 @@ class OnlineSoftmaxState:
                 f"scores={self.pattern};step={self.step};m={self.current.m_new:.4g};l={self.current.l_new:.4g};"
                 f"alpha={self.current.alpha:.4g};weights={weights};match={'yes' if match else 'no'}")
 
-    def summary(self) -> str:
-        return (f"online softmax: {self.num_keys} keys ({self.pattern}), tiles of {self.tile_n}, after tile "
-                f"t{self.step} of t0–t{self.num_tiles - 1}; {self.num_splits} split{'s' * (self.num_splits > 1)}, "
-                f"merged output {'equals' if self.merged_error <= MATCH_TOLERANCE else 'differs from'} the direct one")
+    def summary(self) -> Message:
+        """One line for the same state (the picture's ``aria-label``, and what a plain-text display shows)."""
+        verdict = (tr("merged output equals the direct one") if self.merged_error <= MATCH_TOLERANCE
+                   else tr("merged output differs from the direct one"))
+        return tr("online softmax: {keys} keys ({pattern}), tiles of {tile}, after tile t{step} of t0–t{last}; "
+                  "{splits}, {verdict}", keys=self.num_keys, pattern=PATTERN_LABELS[self.pattern], tile=self.tile_n,
+                  step=self.step, last=self.num_tiles - 1, splits=_splits(self.num_splits), verdict=verdict)
+
+
+def _tiles(n: int) -> Message:
+    return tr("{n} tile", n=n) if n == 1 else tr("{n} tiles", n=n)
+
+
+def _splits(n: int) -> Message:
+    return tr("{n} split", n=n) if n == 1 else tr("{n} splits", n=n)
 
 
 # --- drawing ---------------------------------------------------------------------------------------
@@ -274,6 +292,11 @@ BAR_COLOUR = "#332288"        # Tol's indigo: alpha, l and the merge weights
 WIDTH = 780
 LABEL_W = 118
 CELL_W, CELL_H = 64, 18
+
+
+def _text(x: float, y: float, content: str, **style: object) -> str:
+    """:func:`.render._text`, with ``content`` a :class:`~.language.Message` written in the reader's language."""
+    return _svg_text(x, y, str(content), **style)
 
 
 def _num(x: float, digits: int = 3) -> str:
@@ -314,33 +337,34 @@ def _key_axis(state: OnlineSoftmaxState, x0: float, width: float, y: float, comp
     def to_y(score: float) -> float:
         return top + 6 + (hi - score) / span * (chart_h - 12)
 
-    out = [_text(x0 - 6, y + 12, "scores s", size=10, anchor="end"),
-           _text(x0 - 6, y + 24, f"{_num(hi, 2)} top", size=9, anchor="end", colour="#555555"),
-           _text(x0 - 6, y + chart_h - 4, f"{_num(lo, 2)} bottom", size=9, anchor="end", colour="#555555"),
+    out = [_text(x0 - 6, y + 12, tr("scores s"), size=10, anchor="end"),
+           _text(x0 - 6, y + 24, tr("{value} top", value=_num(hi, 2)), size=9, anchor="end", colour="#555555"),
+           _text(x0 - 6, y + chart_h - 4, tr("{value} bottom", value=_num(lo, 2)), size=9, anchor="end",
+                 colour="#555555"),
            f'<rect x="{x0:g}" y="{y:g}" width="{width:g}" height="{chart_h}" fill="none" stroke="#BBBBBB"/>']
     cur = state.current
-    out.append(f'<rect class="current-tile" x="{x0 + cur.start * cw:g}" y="{y:g}" '
+    out.append(f'<rect class="current-tile" x="{x0 + cur.start * cw:g}" y="{y:g}" '  # en: not shown to readers
                f'width="{(cur.end - cur.start) * cw:g}" height="{chart_h}" fill="{CURRENT_COLOUR}" '
                f'fill-opacity="0.35"/>')
     for j, s in enumerate(state.scores):
         tile = j // state.tile_n
         done = tile <= state.step
         fill = PALETTE[tile % 2 * 4] if done else FREE_COLOUR   # alternate sky and indigo tiles; grey: not yet read
-        out.append(f'<circle cx="{x0 + (j + 0.5) * cw:.1f}" cy="{to_y(float(s)):.1f}" r="{2.2 if compact else 3}" '
+        out.append(f'<circle cx="{x0 + (j + 0.5) * cw:.1f}" cy="{to_y(float(s)):.1f}" r="{2.2 if compact else 3}" '  # en: not shown to readers
                    f'fill="{fill}" stroke="#555555" stroke-width="0.4"/>')
     stairs = []
     for st in state.steps[:state.step + 1]:
         yy = to_y(st.m_new)
         stairs += [f"{x0 + st.start * cw:.1f},{yy:.1f}", f"{x0 + st.end * cw:.1f},{yy:.1f}"]
-    out.append(f'<polyline class="running-max" points="{" ".join(stairs)}" fill="none" stroke="{MAX_COLOUR}" '
+    out.append(f'<polyline class="running-max" points="{" ".join(stairs)}" fill="none" stroke="{MAX_COLOUR}" '  # en: not shown to readers
                f'stroke-width="2"/>')
     y += chart_h + 4
     # The tiles, alpha and l, each drawn under its tile's keys.
-    rows = (("tiles", 16), ("α" if compact else "α = exp(m_old − m_new)", 26),
-            ("l" if compact else "l (running sum)", 26))
+    rows = (("tiles", tr("tiles"), 16), ("alpha", "α" if compact else "α = exp(m_old − m_new)", 26),
+            ("l", "l" if compact else tr("l (running sum)"), 26))
     l_top = max(st.l_new for st in state.steps)
-    for name, h in rows:
-        out.append(_text(x0 - 6, y + h / 2 + 4, name, size=10, anchor="end"))
+    for name, label, h in rows:
+        out.append(_text(x0 - 6, y + h / 2 + 4, label, size=10, anchor="end"))
         for st in state.steps:
             tx, tw = x0 + st.start * cw, (st.end - st.start) * cw
             done = st.index <= state.step
@@ -353,7 +377,7 @@ def _key_axis(state: OnlineSoftmaxState, x0: float, width: float, y: float, comp
                 continue
             if not done:
                 continue
-            value, frac = (st.alpha, st.alpha) if name[0] == "α" else (st.l_new, st.l_new / l_top)
+            value, frac = (st.alpha, st.alpha) if name == "alpha" else (st.l_new, st.l_new / l_top)
             out.append(f'<rect x="{tx + 1:.1f}" y="{y + h * (1 - frac):.1f}" width="{max(tw - 2, 0.5):.1f}" '
                        f'height="{h * frac:.1f}" fill="{BAR_COLOUR}" fill-opacity="0.75"/>')
             if tw >= 30:
@@ -362,35 +386,36 @@ def _key_axis(state: OnlineSoftmaxState, x0: float, width: float, y: float, comp
                                  colour="#FFFFFF" if frac > 0.6 else "#000000"))
         out.append(f'<line x1="{x0:g}" y1="{y + h:g}" x2="{x0 + width:g}" y2="{y + h:g}" stroke="#BBBBBB"/>')
         y += h + 4
-    out.append(_text(x0 - 6, y + 12, "splits", size=10, anchor="end"))
+    out.append(_text(x0 - 6, y + 12, tr("splits"), size=10, anchor="end"))
     for p in state.partials:
         colour = PALETTE[p.index % len(PALETTE)]
         if p.end > p.start:
             px, pw = x0 + p.start * cw, (p.end - p.start) * cw
-            out.append(f'<rect class="split" data-split="{p.index}" x="{px + 0.5:.1f}" y="{y:g}" '
+            out.append(f'<rect class="split" data-split="{p.index}" x="{px + 0.5:.1f}" y="{y:g}" '  # en: not shown to readers
                        f'width="{pw - 1:.1f}" height="16" fill="{colour}"/>')
             if pw >= 40:
-                out.append(_text(px + pw / 2, y + 12, f"split {p.index}", size=9, anchor="middle",
+                out.append(_text(px + pw / 2, y + 12, tr("split {index}", index=p.index), size=9, anchor="middle",
                                  colour=_text_colour(colour)))
     return out, y + 20
 
 
 def _step_lines(state: OnlineSoftmaxState) -> list[str]:
     st = state.current
-    keys = f"key {st.start}" if st.end - st.start == 1 else f"keys {st.start}–{st.end - 1}"
+    keys = (tr("key {start}", start=st.start) if st.end - st.start == 1 else
+            tr("keys {start}–{last}", start=st.start, last=st.end - 1))
     if st.index == 0:
-        rescale = "α = exp(−∞ − m_new) = 0: there is nothing summed yet to rescale"
+        rescale = tr("α = exp(−∞ − m_new) = 0: there is nothing summed yet to rescale")
     elif st.alpha < 1:
-        rescale = (f"α = exp({_num(st.m_old)} − {_num(st.m_new)}) = {st.alpha:.4f}: the max grew, so the old l and "
-                   f"acc, summed against the old max, are multiplied by α")
+        rescale = tr("α = exp({m_old} − {m_new}) = {alpha:.4f}: the max grew, so the old l and acc, summed against "
+                     "the old max, are multiplied by α", m_old=_num(st.m_old), m_new=_num(st.m_new), alpha=st.alpha)
     else:
-        rescale = "α = exp(0) = 1: this tile's max is not higher, the old l and acc stand as they are"
-    return [f"tile t{st.index} ({keys}): its max {_num(st.tile_max)}; running max m: "
-            f"{_num(st.m_old)} → {_num(st.m_new)}",
+        rescale = tr("α = exp(0) = 1: this tile's max is not higher, the old l and acc stand as they are")
+    return [tr("tile t{index} ({keys}): its max {tile_max}; running max m: {m_old} → {m_new}", index=st.index,
+               keys=keys, tile_max=_num(st.tile_max), m_old=_num(st.m_old), m_new=_num(st.m_new)),
             rescale,
             f"l = l_old·α + Σ exp(s − m_new) = {_num(st.l_old)} × {st.alpha:.4f} + {_num(st.p_sum)} = "
             f"{_num(st.l_new)}",
-            "acc = acc_old·α + Σ exp(s − m_new)·v, one cell per head_dim coordinate:"]
+            tr("acc = acc_old·α + Σ exp(s − m_new)·v, one cell per head_dim coordinate:")]
 
 
 def _accumulator(state: OnlineSoftmaxState, y: float) -> tuple[list[str], float]:
@@ -399,35 +424,37 @@ def _accumulator(state: OnlineSoftmaxState, y: float) -> tuple[list[str], float]
     out_scale = max(max(map(abs, state.output_so_far)), max(map(abs, state.direct))) or 1.0
     rescaled = tuple(a * st.alpha for a in st.acc_old)
     out: list[str] = []
-    for label, values, scale, cls in (("acc before this tile", st.acc_old, acc_scale, "acc-old"),
-                                      ("× α (rescaled)", rescaled, acc_scale, "acc-rescaled"),
+    for label, values, scale, cls in ((tr("acc before this tile"), st.acc_old, acc_scale, "acc-old"),
+                                      (tr("× α (rescaled)"), rescaled, acc_scale, "acc-rescaled"),
                                       ("+ Σ exp(s − m_new)·v", st.pv, acc_scale, "acc-tile"),
-                                      ("= acc after this tile", st.acc_new, acc_scale, "acc-new"),
-                                      ("acc / l: output so far", state.output_so_far, out_scale, "output-so-far"),
-                                      ("direct softmax(s)·V", state.direct, out_scale, "direct")):
+                                      (tr("= acc after this tile"), st.acc_new, acc_scale, "acc-new"),
+                                      (tr("acc / l: output so far"), state.output_so_far, out_scale, "output-so-far"),
+                                      (tr("direct softmax(s)·V"), state.direct, out_scale, "direct")):
         out += _heat_row(x0, y, label, values, scale, cls)
         y += CELL_H + 3
     last = state.step == state.num_tiles - 1
-    verdict = (f"after the last tile, acc / l equals the direct softmax over all {state.num_keys} keys: "
-               f"max |difference| = {state.online_error:.1e}" if last else
-               f"acc / l covers keys 0–{state.current.end - 1} so far; step to tile t{state.num_tiles - 1}, "
-               f"the last, for the whole softmax")
+    verdict = (tr("after the last tile, acc / l equals the direct softmax over all {keys} keys: max |difference| = "
+                  "{error:.1e}", keys=state.num_keys, error=state.online_error) if last else
+               tr("acc / l covers keys 0–{end} so far; step to tile t{last}, the last, for the whole softmax",
+                  end=state.current.end - 1, last=state.num_tiles - 1))
     out.append(_text(x0, y + 12, verdict, size=10, cls="verdict", colour="#117733" if last else "#333333"))
     naive = state.naive_sum
-    naive_text = "inf (float64 overflows past 709.8)" if naive == math.inf else f"{naive:.4g}"
-    out.append(_text(x0, y + 27, f"Σ exp(s) with no max subtracted: {naive_text}; with the running max every "
-                                 f"exponent is ≤ 0", size=10, colour="#555555"))
+    naive_text = tr("inf (float64 overflows past 709.8)") if naive == math.inf else f"{naive:.4g}"
+    out.append(_text(x0, y + 27, tr("Σ exp(s) with no max subtracted: {naive}; with the running max every exponent "
+                                    "is ≤ 0", naive=naive_text), size=10, colour="#555555"))
     return out, y + 36
 
 
 def _split_panel(state: OnlineSoftmaxState, y: float) -> tuple[list[str], float]:
     m = max(p.m for p in state.partials)
     total = sum(math.exp(p.m - m) * p.l for p in state.partials if p.l > 0)
-    out = [_text(12, y + 12, f"split-K: {state.num_splits} program{'s' * (state.num_splits > 1)} of whole tiles, "
-                             f"each ends with its own (m_i, l_i, acc_i)", size=11, weight="bold"),
-           _text(12, y + 27, f"merge weight w_i = exp(m_i − m)·l_i / L with m = max m_i = {_num(m)}, "
-                             f"L = Σ exp(m_i − m)·l_i = {_num(total)} (the kernel's 2^(lse_i − max lse) / Σ); "
-                             f"right: acc_i / l_i", size=10, colour="#555555")]
+    programs = (tr("{n} program", n=state.num_splits) if state.num_splits == 1 else
+                tr("{n} programs", n=state.num_splits))
+    out = [_text(12, y + 12, tr("split-K: {programs} of whole tiles, each ends with its own (m_i, l_i, acc_i)",
+                                programs=programs), size=11, weight="bold"),
+           _text(12, y + 27, tr("merge weight w_i = exp(m_i − m)·l_i / L with m = max m_i = {m}, "
+                                "L = Σ exp(m_i − m)·l_i = {total} (the kernel's 2^(lse_i − max lse) / Σ); "
+                                "right: acc_i / l_i", m=_num(m), total=_num(total)), size=10, colour="#555555")]
     y += 36
     x_bar, x_out = 338, 500
     scale = max(abs(v) for row in (state.direct, *(p.output for p in state.partials)) for v in row) or 1.0
@@ -437,10 +464,11 @@ def _split_panel(state: OnlineSoftmaxState, y: float) -> tuple[list[str], float]
         out.append(f'<g class="partial" data-split="{p.index}" data-weight="{p.weight:.6g}">')
         out.append(f'<rect x="12" y="{y + 3:g}" width="10" height="10" fill="{colour}" stroke="#444444"/>')
         if p.end > p.start:
-            desc = (f"split {p.index}: keys {p.start}–{p.end - 1} ({p.num_tiles} tile{'s' * (p.num_tiles > 1)}), "
-                    f"m {_num(p.m)}, l {_num(p.l)}, lse {_num(p.lse)}")
+            desc = tr("split {index}: keys {start}–{last} ({tiles}), m {m}, l {l}, lse {lse}", index=p.index,
+                      start=p.start, last=p.end - 1, tiles=_tiles(p.num_tiles), m=_num(p.m), l=_num(p.l),
+                      lse=_num(p.lse))
         else:
-            desc = f"split {p.index}: no keys left (l = 0, lse = −∞): weight 0"
+            desc = tr("split {index}: no keys left (l = 0, lse = −∞): weight 0", index=p.index)
         out.append(_text(26, y + 12, desc, size=10))
         out.append(f'<rect x="{x_bar}" y="{y + 2:g}" width="100" height="12" fill="#FFFFFF" stroke="#444444" '
                    f'stroke-width="0.5"/>')
@@ -449,24 +477,27 @@ def _split_panel(state: OnlineSoftmaxState, y: float) -> tuple[list[str], float]
         out.append("</g>")
         out += _heat_row(x_out, y, "", p.output, scale, "partial-output", cell_w)
         y += CELL_H + 3
-    out += _heat_row(x_out, y + 2, "merged Σ w_i · acc_i / l_i", state.merged, scale, "merged", cell_w)
-    out += _heat_row(x_out, y + CELL_H + 5, "direct softmax(s)·V", state.direct, scale, "direct", cell_w)
+    out += _heat_row(x_out, y + 2, tr("merged Σ w_i · acc_i / l_i"), state.merged, scale, "merged", cell_w)
+    out += _heat_row(x_out, y + CELL_H + 5, tr("direct softmax(s)·V"), state.direct, scale, "direct", cell_w)
     y += 2 * CELL_H + 8
     ok = state.merged_error <= MATCH_TOLERANCE
-    out.append(_text(12, y + 12, f"merged output {'equals' if ok else 'DIFFERS FROM'} the direct one: max |difference| "
-                                 f"= {state.merged_error:.1e} (float64)", size=10, cls="merge-verdict",
-                     colour="#117733" if ok else ERROR_COLOUR))
+    verdict = (tr("merged output equals the direct one: max |difference| = {error:.1e} (float64)",
+                  error=state.merged_error) if ok else
+               tr("merged output DIFFERS FROM the direct one: max |difference| = {error:.1e} (float64)",
+                  error=state.merged_error))
+    out.append(_text(12, y + 12, verdict, size=10, cls="merge-verdict", colour="#117733" if ok else ERROR_COLOUR))
     return out, y + 20
 
 
 def softmax_svg(state: OnlineSoftmaxState) -> str:
     """The state as SVG: the key axis (scores, running max, tiles, α, l, splits), the current tile's
     update of ``l`` and ``acc``, and the split-K partials with their merge weights."""
-    body = [_text(12, 18, f"online softmax over {state.num_keys} keys ({state.pattern} scores, seed {state.seed}), "
-                          f"tiles of {state.tile_n}: after tile t{state.step} of t0–t{state.num_tiles - 1}",
+    body = [_text(12, 18, tr("online softmax over {keys} keys ({pattern} scores, seed {seed}), tiles of {tile}: after "
+                             "tile t{step} of t0–t{last}", keys=state.num_keys, pattern=PATTERN_LABELS[state.pattern],
+                             seed=state.seed, tile=state.tile_n, step=state.step, last=state.num_tiles - 1),
                   size=13, weight="bold"),
-            _text(12, 34, "dots: scores, coloured once their tile is read (grey: not yet); red line: the running max "
-                          "m; sand: the current tile", size=10, colour="#555555")]
+            _text(12, 34, tr("dots: scores, coloured once their tile is read (grey: not yet); red line: the running "
+                             "max m; sand: the current tile"), size=10, colour="#555555")]
     axis, y = _key_axis(state, LABEL_W + 30, WIDTH - LABEL_W - 46, 44, compact=False)
     body += axis
     for i, line in enumerate(_step_lines(state)):
@@ -475,7 +506,7 @@ def softmax_svg(state: OnlineSoftmaxState) -> str:
     body += acc
     split, y = _split_panel(state, y + 6)
     body += split
-    extra = f' data-state="{escape(state.data_state())}" role="img" aria-label="{escape(state.summary())}"'
+    extra = f' data-state="{escape(state.data_state())}" role="img" aria-label="{escape(str(state.summary()))}"'
     return svg_document(WIDTH, y + 8, body, "pagedkv-softmax", extra)
 
 
@@ -483,17 +514,18 @@ def _compact_panel(state: OnlineSoftmaxState, x: float, y: float, width: float) 
     """One setting of the still: its key axis (at the last tile), its rescales and merge weights, the verdict."""
     rescales = sum(st.rescaled for st in state.steps)
     out = [f'<g class="panel" data-state="{escape(state.data_state())}" transform="translate({x:g},{y:g})">',
-           _text(8, 16, f"tiles of {state.tile_n} ({state.num_tiles}), {state.num_splits} split"
-                        f"{'s' * (state.num_splits > 1)}", size=12, weight="bold"),
-           _text(8, 31, f"{rescales} rescale{'s' * (rescales != 1)} (α < 1 after the first tile)", size=10,
-                 colour="#555555")]
+           _text(8, 16, tr("tiles of {tile} ({count}), {splits}", tile=state.tile_n, count=state.num_tiles,
+                           splits=_splits(state.num_splits)), size=12, weight="bold"),
+           _text(8, 31, tr("{n} rescale (α < 1 after the first tile)", n=rescales) if rescales == 1 else
+                 tr("{n} rescales (α < 1 after the first tile)", n=rescales), size=10, colour="#555555")]
     axis, yy = _key_axis(state, 120, width - 132, 40, compact=True)
     out += axis
     weights = ", ".join(f"{p.weight:.2f}" for p in state.partials)
-    out.append(_text(8, yy + 12, f"merge weights: {weights}", size=10))
-    ok = max(state.online_error, state.merged_error) <= MATCH_TOLERANCE
-    out.append(_text(8, yy + 26, f"max |out − direct|: {max(state.online_error, state.merged_error):.1e}"
-                                 f"{' (equal)' if ok else ' (DIFFERENT)'}", size=10,
+    out.append(_text(8, yy + 12, tr("merge weights: {weights}", weights=weights), size=10))
+    error = max(state.online_error, state.merged_error)
+    ok = error <= MATCH_TOLERANCE
+    out.append(_text(8, yy + 26, tr("max |out − direct|: {error:.1e} (equal)", error=error) if ok else
+                     tr("max |out − direct|: {error:.1e} (DIFFERENT)", error=error), size=10,
                      colour="#117733" if ok else ERROR_COLOUR))
     out.append("</g>")
     return out, yy + 34
@@ -512,8 +544,9 @@ def softmax_grid_svg(settings: Sequence[tuple[int, int]], *, num_keys: int = 32,
     for state in states:
         state.seek(state.num_tiles - 1)
     panel_w = WIDTH / 2
-    body = [_text(12, 18, f"the same {num_keys} keys ({pattern} scores, seed {seed}), cut {len(states)} ways, "
-                          f"each after its last tile", size=13, weight="bold")]
+    body = [_text(12, 18, tr("the same {keys} keys ({pattern} scores, seed {seed}), cut {ways} ways, each after its "
+                             "last tile", keys=num_keys, pattern=PATTERN_LABELS[pattern], seed=seed, ways=len(states)),
+                  size=13, weight="bold")]
     y, bottom = 26.0, 26.0
     for i, state in enumerate(states):
         if i and i % 2 == 0:
@@ -521,6 +554,7 @@ def softmax_grid_svg(settings: Sequence[tuple[int, int]], *, num_keys: int = 32,
         panel, h = _compact_panel(state, (i % 2) * panel_w, y, panel_w)
         body += panel
         bottom = max(bottom, y + h)
-    extra = (f' data-state="{escape(" | ".join(s.data_state() for s in states))}" role="img" '
-             f'aria-label="online softmax, {len(states)} settings"')
+    label = tr("online softmax, {n} settings", n=len(states))
+    extra = (f' data-state="{escape(" | ".join(s.data_state() for s in states))}" role="img" '  # en: not shown to readers
+             f'aria-label="{escape(str(label))}"')
     return svg_document(WIDTH, bottom + 8, body, "pagedkv-softmax-grid", extra)

@@ -14,10 +14,11 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .online_softmax_view import (MAX_KEYS, MAX_SPLITS, MIN_KEYS, SCORE_PATTERNS, TILE_SIZES, OnlineSoftmaxState,
-                                  softmax_svg)
+from .language import tr
+from .online_softmax_view import (MAX_KEYS, MAX_SPLITS, MIN_KEYS, PATTERN_LABELS, SCORE_PATTERNS, TILE_SIZES,
+                                  OnlineSoftmaxState, softmax_svg)
 
-MESSAGE_STYLE = "color:#B2182B;font-weight:bold"
+MESSAGE_STYLE = "color:#B2182B;font-weight:bold"   # en: not shown to readers
 
 
 class OnlineSoftmaxWidget(widgets.VBox):
@@ -27,14 +28,17 @@ class OnlineSoftmaxWidget(widgets.VBox):
                  pattern: str = "rising", step: int = 0, *, head_dim: int = 4) -> None:
         self.state = OnlineSoftmaxState(num_keys, tile_n, num_splits, seed, pattern, step, head_dim=head_dim)
         s = self.state
-        self.step = widgets.IntSlider(value=s.step, min=0, max=s.num_tiles - 1, description="tile",
+        # Labels in the reader's language (a trait keeps a str's English value, so each is rendered here).
+        self.step = widgets.IntSlider(value=s.step, min=0, max=s.num_tiles - 1, description=str(tr("tile")),
                                       layout=widgets.Layout(width="420px"))
-        self.tile_n = widgets.Dropdown(options=list(TILE_SIZES), value=s.tile_n, description="tile size")
-        self.num_splits = widgets.IntSlider(value=s.num_splits, min=1, max=MAX_SPLITS, description="splits")
-        self.num_keys = widgets.IntSlider(value=s.num_keys, min=MIN_KEYS, max=MAX_KEYS, description="keys",
+        self.tile_n = widgets.Dropdown(options=list(TILE_SIZES), value=s.tile_n, description=str(tr("tile size")))
+        self.num_splits = widgets.IntSlider(value=s.num_splits, min=1, max=MAX_SPLITS, description=str(tr("splits")))
+        self.num_keys = widgets.IntSlider(value=s.num_keys, min=MIN_KEYS, max=MAX_KEYS, description=str(tr("keys")),
                                           continuous_update=False)
-        self.seed = widgets.IntSlider(value=s.seed, min=0, max=20, description="seed", continuous_update=False)
-        self.pattern = widgets.Dropdown(options=list(SCORE_PATTERNS), value=s.pattern, description="scores")
+        self.seed = widgets.IntSlider(value=s.seed, min=0, max=20, description=str(tr("seed")),
+                                      continuous_update=False)
+        self.pattern = widgets.Dropdown(options=[(str(PATTERN_LABELS[p]), p) for p in SCORE_PATTERNS], value=s.pattern,
+                                        description=str(tr("scores")))
         self.drawing = widgets.HTML()
         self.message = widgets.HTML()
         self._syncing = False   # True while the view itself moves a control back onto the state
@@ -55,7 +59,7 @@ class OnlineSoftmaxWidget(widgets.VBox):
             try:
                 setter(change["new"])
             except ValueError as refusal:      # the state is unchanged: say why, keep the picture
-                self.message.value = f'<span style="{MESSAGE_STYLE}">{escape(str(refusal))}</span>'
+                self.message.value = f'<span style="{MESSAGE_STYLE}">{escape(str(refusal))}</span>'  # en: not shown to readers
                 self._sync_controls()
                 return
             self.message.value = ""
@@ -86,5 +90,5 @@ class OnlineSoftmaxWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         bundle["image/svg+xml"] = softmax_svg(self.state)
-        bundle["text/plain"] = self.state.summary()
+        bundle["text/plain"] = str(self.state.summary())
         return bundle

@@ -8,32 +8,56 @@ queue cost), in that order.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Mapping
 
 from ..sim.simulate import WASTE_KINDS, SimResult
+from .language import Message, tr
 
-ROWS: tuple[tuple[str, Callable[[SimResult], str]], ...] = (
-    ("utilisation", lambda r: f"{r.utilisation:.1%}"),
-    *((f"waste: {kind}", lambda r, k=kind: f"{r.waste_fractions[k]:.1%}") for kind in WASTE_KINDS),
-    ("peak concurrency", lambda r: f"{r.peak_concurrency}"),
-    ("running while others wait", lambda r: f"{r.saturated_concurrency:.1f}"),
-    ("mean queue delay (steps)", lambda r: f"{r.mean_queue_delay:.0f}"),
-    ("preemptions", lambda r: f"{r.preemptions}"),
-    ("steps to serve all {n}", lambda r: f"{r.total_steps}"),
+WASTE_LABELS: dict[str, Message] = {
+    "over_reserved": tr("waste: over_reserved"),
+    "internal": tr("waste: internal"),
+    "external": tr("waste: external"),
+}
+"""Each kind of waste's row label, by its name in ``SimResult.waste_fractions``."""
+
+ROWS: tuple[tuple[Callable[[int], Message], Callable[[SimResult], str]], ...] = (
+    (lambda n: tr("utilisation"), lambda r: f"{r.utilisation:.1%}"),
+    *((lambda n, k=kind: WASTE_LABELS[k], lambda r, k=kind: f"{r.waste_fractions[k]:.1%}") for kind in WASTE_KINDS),
+    (lambda n: tr("peak concurrency"), lambda r: f"{r.peak_concurrency}"),
+    (lambda n: tr("running while others wait"), lambda r: f"{r.saturated_concurrency:.1f}"),
+    (lambda n: tr("mean queue delay (steps)"), lambda r: f"{r.mean_queue_delay:.0f}"),
+    (lambda n: tr("preemptions"), lambda r: f"{r.preemptions}"),
+    (lambda n: tr("steps to serve all {n}", n=n), lambda r: f"{r.total_steps}"),
 )
-"""(label, how one run shows it): the table's rows, top to bottom; ``{n}`` in a label is the runs' request count."""
+"""(label, how one run shows it): the table's rows, top to bottom; a label is made from the runs' request count
+``n``, and printed in the reader's language."""
 
 LABEL_WIDTH, COLUMN_WIDTH = 26, 12
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or a notebook's monospace output: a Chinese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _left(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _right(text: str, width: int) -> str:
+    return " " * max(0, width - _width(text)) + text
 
 
 def policy_table(runs: Mapping[str, SimResult]) -> str:
     """``runs`` (column heading -> run) as a fixed-width table: a heading line, then one line per row of :data:`ROWS`.
 
     Fixed widths, so that the notebook's printed output lines up and the ledger can quote one row
-    verbatim (``waste: external ... 0.0% 0.0%``).
+    verbatim (``waste: external ... 0.0% 0.0%``). The labels are in the reader's language, padded by the
+    columns they take, so that the Chinese labels line up too.
     """
     n = len(next(iter(runs.values())).requests)
-    lines = ["".join([" " * LABEL_WIDTH, *(f"{name:>{COLUMN_WIDTH}s}" for name in runs)])]
+    lines = ["".join([" " * LABEL_WIDTH, *(_right(str(name), COLUMN_WIDTH) for name in runs)])]
     for label, show in ROWS:
-        lines.append("".join([f"{label.format(n=n):{LABEL_WIDTH}s}", *(f"{show(run):>{COLUMN_WIDTH}s}" for run in runs.values())]))
+        lines.append("".join([_left(str(label(n)), LABEL_WIDTH), *(_right(show(run), COLUMN_WIDTH) for run in runs.values())]))
     return "\n".join(lines)

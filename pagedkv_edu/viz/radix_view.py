@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from html import escape
 
 from ..sim.radix_cache import RadixCache, RadixNode
+from .language import tr
 from .render import FREE_COLOUR, PALETTE, _text, svg_document
 
 BOX_W, BOX_H, COL_W, ROW_H, PAD, TITLE_H = 150, 30, 176, 40, 10, 22
@@ -75,14 +76,14 @@ def radix_view(cache: RadixCache, title: str = "", decode: Callable[[Sequence[in
 
 def _tree(view: RadixView, x0: float, y0: float) -> list[str]:
     parts = [_text(x0, y0 + 14, view.title, weight="bold"),
-             _text(x0, y0 + 28, f"{view.num_tokens} of {view.capacity_tokens} tokens, {len(view.nodes)} nodes",
-                   size=10, colour="#444444")]
+             _text(x0, y0 + 28, tr("{tokens} of {capacity} tokens, {nodes} nodes", tokens=view.num_tokens,
+                                   capacity=view.capacity_tokens, nodes=len(view.nodes)), size=10, colour="#444444")]
     top = y0 + TITLE_H + 16
 
     def at(n: NodeView) -> tuple[float, float]:
         return x0 + 14 + n.depth * COL_W, top + n.row * ROW_H
 
-    parts.append(f'<circle cx="{x0 + 5:g}" cy="{top + BOX_H / 2:g}" r="4" fill="#000000"/>')
+    parts.append(f'<circle cx="{x0 + 5:g}" cy="{top + BOX_H / 2:g}" r="4" fill="#000000"/>')  # en: not shown to readers
     for n in view.nodes:
         x, y = at(n)
         if n.parent is None:
@@ -94,11 +95,12 @@ def _tree(view: RadixView, x0: float, y0: float) -> list[str]:
     for n in view.nodes:
         x, y = at(n)
         fill = LOCKED_COLOUR if n.locked else FREE_COLOUR
+        tooltip = tr("{label} ({n} tokens)", label=n.label, n=n.num_tokens)
         parts.append(f'<rect x="{x:g}" y="{y:g}" width="{BOX_W}" height="{BOX_H}" rx="4" fill="{fill}" '
-                     f'stroke="#333333"><title>{escape(n.label)} ({n.num_tokens} tokens)</title></rect>')
+                     f'stroke="#333333"><title>{escape(str(tooltip))}</title></rect>')
         parts.append(_text(x + 5, y + 13, n.label, size=10, mono=True))
-        parts.append(_text(x + 5, y + 25, f"{n.num_tokens} tok" + (" · in use" if n.locked else ""), size=9,
-                           colour="#333333"))
+        tokens = tr("{n} tok · in use", n=n.num_tokens) if n.locked else tr("{n} tok", n=n.num_tokens)
+        parts.append(_text(x + 5, y + 25, tokens, size=9, colour="#333333"))
     return parts
 
 
@@ -114,10 +116,11 @@ def render_radix_svg(views: Sequence[RadixView]) -> str:
         x += width + PAD
     legend_y = height - 10
     parts += [f'<rect x="{PAD}" y="{legend_y - 10:g}" width="12" height="12" fill="{LOCKED_COLOUR}" stroke="#333333"/>',
-              _text(PAD + 16, legend_y, "held by a running request (locked)", size=10),
+              _text(PAD + 16, legend_y, tr("held by a running request (locked)"), size=10),
               f'<rect x="{PAD + 230}" y="{legend_y - 10:g}" width="12" height="12" fill="{FREE_COLOUR}" stroke="#333333"/>',
-              _text(PAD + 246, legend_y, "unreferenced: evictable, least recently used leaf first", size=10)]
-    return svg_document(x + PAD, height, parts, "pagedkv-radix", ' role="img" aria-label="radix tree"')
+              _text(PAD + 246, legend_y, tr("unreferenced: evictable, least recently used leaf first"), size=10)]
+    label = escape(str(tr("radix tree")))
+    return svg_document(x + PAD, height, parts, "pagedkv-radix", f' role="img" aria-label="{label}"')
 
 
 class RadixPicture:
@@ -130,4 +133,5 @@ class RadixPicture:
         return {"image/svg+xml": render_radix_svg(self.views), "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        return "; ".join(f"{v.title}: {len(v.nodes)} nodes, {v.num_tokens} tokens" for v in self.views)
+        return str(tr("; ")).join(str(tr("{title}: {nodes} nodes, {tokens} tokens", title=v.title,
+                                         nodes=len(v.nodes), tokens=v.num_tokens)) for v in self.views)

@@ -16,7 +16,9 @@ from html import escape
 from ..core.block_manager import BlockManager
 from ..core.block_pool import BlockPool
 from ..core.block_table import BlockTable
+from .language import tr
 from .snapshot import BlockView, Snapshot, TableView, snapshot
+
 # Paul Tol's muted qualitative scheme, ordered so that consecutive request ids contrast.
 PALETTE: tuple[str, ...] = (
     "#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288",
@@ -56,10 +58,12 @@ def _text_colour(fill: str) -> str:
 
 def _text(x: float, y: float, content: str, *, size: int = 11, anchor: str = "start",
           colour: str = "#000000", weight: str = "normal", cls: str | None = None, mono: bool = False) -> str:
+    """One ``<text>``; ``content`` may be a message (:func:`~pagedkv_edu.viz.language.tr`): it is drawn in the
+    reader's language, rendered here (``escape`` alone would read its English value)."""
     family = "monospace" if mono else "sans-serif"
     class_attr = f' class="{cls}"' if cls else ""
     return (f'<text{class_attr} x="{x:g}" y="{y:g}" font-family="{family}" font-size="{size}" '
-            f'text-anchor="{anchor}" fill="{colour}" font-weight="{weight}">{escape(content)}</text>')
+            f'text-anchor="{anchor}" fill="{colour}" font-weight="{weight}">{escape(str(content))}</text>')
 
 
 def _cell(view: BlockView, x: float, y: float, w: float, h: float, block_size: int, detailed: bool) -> list[str]:
@@ -74,7 +78,7 @@ def _cell(view: BlockView, x: float, y: float, w: float, h: float, block_size: i
         colours = [OTHER_COLOUR if view.state == "other" else "#FFFFFF" if view.cached else FREE_COLOUR]
     band = w / len(colours)
     for i, colour in enumerate(colours):   # one band per owner: stripes for a shared block
-        out.append(f'<rect class="fill" x="{x + i * band:g}" y="{y:g}" width="{band:g}" height="{h:g}" '
+        out.append(f'<rect class="fill" x="{x + i * band:g}" y="{y:g}" width="{band:g}" height="{h:g}" '  # en: not shown to readers
                    f'fill="{colour}"/>')
     if view.owners and view.fill < block_size:   # the empty tail: internal waste (a reservation's, mostly)
         empty = w * (1 - view.fill / block_size)
@@ -84,7 +88,7 @@ def _cell(view: BlockView, x: float, y: float, w: float, h: float, block_size: i
         out.append(f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" fill="none" '
                    f'stroke="{"#444444" if detailed else "#000000"}" stroke-width="{1 if detailed else 2}"/>')
     if view.cached:
-        out.append(f'<circle class="cached" cx="{x + w / 2:g}" cy="{y + h / 2:g}" r="{min(w, h, 24) / 6:g}" '
+        out.append(f'<circle class="cached" cx="{x + w / 2:g}" cy="{y + h / 2:g}" r="{min(w, h, 24) / 6:g}" '  # en: not shown to readers
                    f'fill="#000000"/>')
     if detailed:
         out += _cell_text(view, x, y, w, h, block_size, colours)
@@ -95,7 +99,12 @@ def _cell(view: BlockView, x: float, y: float, w: float, h: float, block_size: i
 def _cell_text(view: BlockView, x: float, y: float, w: float, h: float, block_size: int,
                colours: list[str]) -> list[str]:
     names = "+".join(request_label(o) for o in view.owners)
-    label = {"free": "free", "other": "held"}.get(view.state) or (names if len(names) <= 9 else f"{len(view.owners)} reqs")
+    if view.state == "free":
+        label = tr("free")
+    elif view.state == "other":
+        label = tr("held")
+    else:
+        label = names if len(names) <= 9 else tr("{n} reqs", n=len(view.owners))
     ink, out = _text_colour(colours[0]), []
     if len(colours) > 1:   # labels on stripes sit on a white pill to stay legible
         ink = "#000000"
@@ -105,11 +114,11 @@ def _cell_text(view: BlockView, x: float, y: float, w: float, h: float, block_si
     out.append(_text(x + w / 2, y + 30, label, size=11, anchor="middle", colour=ink))
     if view.ref_count > 1:
         cx, cy = x + w - 11, y + 10
-        out.append(f'<circle class="badge" cx="{cx:g}" cy="{cy:g}" r="8" fill="#FFFFFF" stroke="#000000"/>')
+        out.append(f'<circle class="badge" cx="{cx:g}" cy="{cy:g}" r="8" fill="#FFFFFF" stroke="#000000"/>')  # en: not shown to readers
         out.append(_text(cx, cy + 3.5, f"×{view.ref_count}", size=9, anchor="middle", weight="bold"))
     if view.owners:
         bar_x, bar_y, bar_w = x + 4, y + h - 11, w - 8
-        out.append(f'<rect class="fillbar" x="{bar_x:g}" y="{bar_y:g}" width="{bar_w:g}" height="7" '
+        out.append(f'<rect class="fillbar" x="{bar_x:g}" y="{bar_y:g}" width="{bar_w:g}" height="7" '  # en: not shown to readers
                    f'fill="#FFFFFF" stroke="#000000" stroke-width="0.5"/>')
         out.append(f'<rect x="{bar_x:g}" y="{bar_y:g}" width="{bar_w * view.fill / block_size:.2f}" height="7" '
                    f'fill="#000000"/>')
@@ -148,17 +157,19 @@ def _table(table: TableView, x: float, y: float, block_size: int, max_rows: int)
            f'data-blocks="{" ".join(map(str, table.block_ids))}">']
     out.append(f'<rect x="{x:g}" y="{y + 3:g}" width="10" height="10" fill="{request_colour(table.seq_id)}" '
                f'stroke="#444444"/>')
-    out.append(_text(x + 14, y + 12, f"{request_label(table.seq_id)}: {table.num_tokens} tokens, "
-                                     f"waste {waste}", weight="bold"))
+    out.append(_text(x + 14, y + 12, tr("{request}: {tokens} tokens, waste {waste}",
+                                        request=request_label(table.seq_id), tokens=table.num_tokens, waste=waste),
+                     weight="bold"))
     y += LINE
     # Right-aligned columns as separate <text>s: SVG collapses runs of spaces.
-    for cx, word in ((44, "logical"), (104, "physical"), (150, "filled")):
+    for cx, word in ((44, tr("logical")), (104, tr("physical")), (150, tr("filled"))):
         out.append(_text(x + cx, y + 11, word, size=10, anchor="end", colour="#555555"))
     y += ROW_H
     for row in rows:
         if row is None:
             hidden = len(table.rows) - (max_rows - 1)
-            out.append(_text(x + 44, y + 11, f"⋯ {hidden} more rows", size=10, colour="#555555", mono=True))
+            out.append(_text(x + 44, y + 11, tr("⋯ {hidden} more rows", hidden=hidden), size=10, colour="#555555",
+                             mono=True))
         else:
             logical, physical, fill = row
             out.append(f'<g class="table-row" data-row="{logical} {physical} {fill}">')
@@ -174,11 +185,17 @@ def _table(table: TableView, x: float, y: float, block_size: int, max_rows: int)
 
 def _counters(snap: Snapshot) -> list[str]:
     free = ", ".join(map(str, snap.free_order[:10])) + (", …" if snap.num_free > 10 else "")
+    counts = dict(used=snap.num_used, total=snap.num_blocks, free=snap.num_free, tokens=snap.num_tokens,
+                  waste=snap.waste_slots, percent=100 * snap.waste_fraction)
+    if snap.num_other:
+        head = tr("used {used}/{total} blocks · free {free} · tokens {tokens} · waste {waste} slots ({percent:.1f}%)"
+                  " · held elsewhere {other}", other=snap.num_other, **counts)
+    else:
+        head = tr("used {used}/{total} blocks · free {free} · tokens {tokens} · waste {waste} slots ({percent:.1f}%)",
+                  **counts)
     lines = [
-        (f"used {snap.num_used}/{snap.num_blocks} blocks · free {snap.num_free} · "
-         f"tokens {snap.num_tokens} · waste {snap.waste_slots} slots ({100 * snap.waste_fraction:.1f}%)"
-         + (f" · held elsewhere {snap.num_other}" if snap.num_other else ""), "#000000", "counters"),
-        (f"block size {snap.block_size} · next free: [{free}]", "#333333", "free-queue"),
+        (head, "#000000", "counters"),
+        (tr("block size {size} · next free: [{free}]", size=snap.block_size, free=free), "#333333", "free-queue"),
     ]
     if snap.message:
         lines.append((snap.message, ERROR_COLOUR if snap.is_error else "#333333", "message"))
@@ -200,7 +217,7 @@ def render_svg(snap: Snapshot, *, columns: int = 8, max_rows: int = 10) -> str:
     column_h = max(grid_h, 4 * LINE + max_rows * ROW_H)
     tx, ty, bottom = PAD + grid_w + 2 * PAD, top, top + grid_h
     if not snap.tables:
-        body.append(_text(tx, ty + 12, "no live requests", colour="#555555"))
+        body.append(_text(tx, ty + 12, tr("no live requests"), colour="#555555"))
     for table in snap.tables:
         height = LINE + ROW_H * (1 + len(_table_rows(table, max_rows))) + 6
         if ty > top and ty + height > top + column_h:
@@ -215,9 +232,9 @@ def render_svg(snap: Snapshot, *, columns: int = 8, max_rows: int = 10) -> str:
 def svg_document(width: float, height: float, body: list[str], cls: str, extra: str = "") -> str:
     """``body`` in an ``<svg>`` of class ``cls`` on a white ground, scaled down to fit its container."""
     return "\n".join([
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '  # en: not shown to readers
         f'viewBox="0 0 {width:g} {height:g}" style="max-width:100%;height:auto" class="{cls}"{extra}>',
-        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>', *body, "</svg>"])
+        f'<rect width="{width:g}" height="{height:g}" fill="#FFFFFF"/>', *body, "</svg>"])  # en: not shown to readers
 
 
 def manager_svg(manager: BlockManager) -> str:
@@ -242,7 +259,7 @@ class Picture:
         self.snapshot = source if isinstance(source, Snapshot) else snapshot(source, tables)
 
     def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
-        return {"image/svg+xml": render_svg(self.snapshot), "text/plain": self.snapshot.summary()}
+        return {"image/svg+xml": render_svg(self.snapshot), "text/plain": str(self.snapshot.summary())}
 
     def __repr__(self) -> str:
-        return self.snapshot.summary()
+        return str(self.snapshot.summary())

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from html import escape
 
+from .language import Message, tr
 from .snapshot import Snapshot
 from .trace import EngineTrace
 from .render import _grid, _text, _text_colour, request_colour, request_label, svg_document
@@ -21,7 +22,30 @@ WIDTH = 760
 PAD, LINE = 12, 16
 CHIP_W, CHIP_H, CHIP_GAP = 34, 15, 3
 QUEUES = ("running", "preempted", "waiting")
-KEY_FRAMES = ("admission burst", "first preemption", "shared prefix", "drain")
+KEY_FRAMES = ("admission burst", "first preemption", "shared prefix", "drain")  # en: not shown to readers (rule names: keys)
+KEY_FRAME_LABELS: dict[str, Message] = {
+    "admission burst": tr("admission burst"), "first preemption": tr("first preemption"),  # en: not shown to readers (rule names: keys)
+    "shared prefix": tr("shared prefix"), "drain": tr("drain"),  # en: not shown to readers (rule names: keys)
+}
+"""How each key frame's rule is named to the reader (the rule's own name stays the key and the ``data-name``)."""
+WHERE: dict[str, Message] = {
+    "running": tr("running"), "preempted": tr("preempted"), "waiting": tr("waiting"), "finished": tr("finished"),
+    "": tr("not arrived"),
+}
+"""Where a request without blocks is, as its panel says it."""
+
+
+def _queue_label(name: str, count: int) -> Message:
+    if name == "running":
+        return tr("running ({n})", n=count)
+    if name == "preempted":
+        return tr("preempted ({n})", n=count)
+    return tr("waiting ({n})", n=count)
+
+
+def _key_frame_names(names: list[str]) -> str:
+    """Rules' names as the reader reads them, joined (two rules may pick one step)."""
+    return " + ".join(str(KEY_FRAME_LABELS.get(name, name)) for name in names)
 
 
 def key_frames(trace: EngineTrace) -> dict[str, int]:
@@ -41,9 +65,9 @@ def key_frames(trace: EngineTrace) -> dict[str, int]:
     found: dict[str, int] = {}
     most = max(len(f.admitted) for f in frames)
     if most:
-        found["admission burst"] = next(i for i, f in enumerate(frames) if len(f.admitted) == most)
-    for name, rule in (("first preemption", lambda f: bool(f.preempted_now)),
-                       ("shared prefix", lambda f: f.num_shared > 0)):
+        found["admission burst"] = next(i for i, f in enumerate(frames) if len(f.admitted) == most)  # en: not shown to readers (rule names: keys)
+    for name, rule in (("first preemption", lambda f: bool(f.preempted_now)),  # en: not shown to readers (rule names: keys)
+                       ("shared prefix", lambda f: f.num_shared > 0)):  # en: not shown to readers (rule names: keys)
         hit = next((i for i, f in enumerate(frames) if rule(f)), None)
         if hit is not None:
             found[name] = hit
@@ -69,8 +93,8 @@ def _queues(frame: Snapshot, top: float, width: float) -> tuple[list[str], float
     per_row = max(1, int((width - 2 * PAD - 80) // (CHIP_W + CHIP_GAP)))
     for name in QUEUES:
         ids: tuple[Hashable, ...] = getattr(frame, name)
-        out.append(f'<g class="queue" data-queue="{name}" data-ids="{escape(" ".join(map(request_label, ids)))}">')
-        out.append(_text(PAD, top + 11, f"{name} ({len(ids)})", size=10, weight="bold"))
+        out.append(f'<g class="queue" data-queue="{name}" data-ids="{escape(" ".join(map(request_label, ids)))}">')  # en: not shown to readers
+        out.append(_text(PAD, top + 11, str(_queue_label(name, len(ids))), size=10, weight="bold"))
         if not ids:
             out.append(_text(PAD + 80, top + 11, "—", size=10, colour="#555555"))
         for i, seq_id in enumerate(ids):
@@ -91,11 +115,15 @@ def _budget(frame: Snapshot, top: float, width: float) -> tuple[list[str], float
     """The step's token budget as a bar: prefill tokens, then decode tokens, out of the cap."""
     used = frame.prefill_tokens + frame.decode_tokens
     cap = frame.token_budget
-    label = (f"tokens this step: {frame.prefill_tokens} prefill + {frame.decode_tokens} decode"
-             + (f" of a budget of {cap}" if cap is not None else " (no cap)"))
+    if cap is not None:
+        label = tr("tokens this step: {prefill} prefill + {decode} decode of a budget of {cap}",
+                   prefill=frame.prefill_tokens, decode=frame.decode_tokens, cap=cap)
+    else:
+        label = tr("tokens this step: {prefill} prefill + {decode} decode (no cap)", prefill=frame.prefill_tokens,
+                   decode=frame.decode_tokens)
     scale = (width - 2 * PAD - 330) / max(1, cap if cap is not None else used)
     out = [f'<g class="budget" data-prefill="{frame.prefill_tokens}" data-decode="{frame.decode_tokens}" '
-           f'data-budget="{cap if cap is not None else ""}">', _text(PAD, top + 10, label, size=10)]
+           f'data-budget="{cap if cap is not None else ""}">', _text(PAD, top + 10, str(label), size=10)]
     x0 = PAD + 330
     if cap is not None:
         out.append(f'<rect x="{x0:g}" y="{top + 2:g}" width="{cap * scale:g}" height="9" fill="none" stroke="#999999"/>')
@@ -107,14 +135,16 @@ def _budget(frame: Snapshot, top: float, width: float) -> tuple[list[str], float
 
 
 def _events(frame: Snapshot) -> str:
-    parts = []
-    for word, ids in (("admitted", frame.admitted), ("preempted", frame.preempted_now), ("finished", frame.finished)):
+    """The step's events in one line, in the reader's language."""
+    parts: list[Message] = []
+    for event, ids in ((lambda shown: tr("admitted {ids}", ids=shown), frame.admitted),
+                       (lambda shown: tr("preempted {ids}", ids=shown), frame.preempted_now),
+                       (lambda shown: tr("finished {ids}", ids=shown), frame.finished)):
         if ids:
-            shown = " ".join(request_label(i) for i in ids[:12]) + (" …" if len(ids) > 12 else "")
-            parts.append(f"{word} {shown}")
+            parts.append(event(" ".join(request_label(i) for i in ids[:12]) + (" …" if len(ids) > 12 else "")))
     if frame.copies:
-        parts.append("copy-on-write " + " ".join(f"{a}→{b}" for a, b in frame.copies[:6]))
-    return " · ".join(parts) or "decode only"
+        parts.append(tr("copy-on-write {pairs}", pairs=" ".join(f"{a}→{b}" for a, b in frame.copies[:6])))
+    return " · ".join(str(part) for part in parts) or str(tr("decode only"))
 
 
 def _request_panel(trace: EngineTrace, index: int, seq_id: Hashable, top: float) -> tuple[list[str], float]:
@@ -122,14 +152,18 @@ def _request_panel(trace: EngineTrace, index: int, seq_id: Hashable, top: float)
     entry = frame.table(seq_id)
     if entry is None:
         where = next((q for q in QUEUES if seq_id in getattr(frame, q)), "finished" if frame.outputs(seq_id) else "")
-        head = f"{request_label(seq_id)}: no blocks ({where or 'not arrived'})"
+        head = tr("{request}: no blocks ({where})", request=request_label(seq_id), where=WHERE[where])
     else:
         blocks = " ".join(map(str, entry.block_ids[:16])) + (" …" if len(entry.block_ids) > 16 else "")
-        head = (f"{request_label(seq_id)}: {entry.num_tokens} tokens in {len(entry.block_ids)} "
-                f"block{'' if len(entry.block_ids) == 1 else 's'} of {frame.block_size} [{blocks}]")
+        if len(entry.block_ids) == 1:
+            head = tr("{request}: {tokens} tokens in 1 block of {size} [{blocks}]", request=request_label(seq_id),
+                      tokens=entry.num_tokens, size=frame.block_size, blocks=blocks)
+        else:
+            head = tr("{request}: {tokens} tokens in {n} blocks of {size} [{blocks}]", request=request_label(seq_id),
+                      tokens=entry.num_tokens, n=len(entry.block_ids), size=frame.block_size, blocks=blocks)
     out = [f'<g class="request" data-request="{escape(request_label(seq_id))}" '
            f'data-blocks="{" ".join(map(str, entry.block_ids)) if entry else ""}">',
-           _text(PAD, top + 12, head, weight="bold")]
+           _text(PAD, top + 12, str(head), weight="bold")]
     top += LINE
     reply = trace.text(seq_id, index)
     prompt = trace.prompt_text(seq_id).replace("\n", " ")
@@ -149,11 +183,13 @@ def frame_elements(trace: EngineTrace, index: int, selected: Hashable | None = N
     if not 0 <= index < len(trace.frames):
         raise IndexError(f"frame {index} is outside the trace's {len(trace.frames)} frames")
     frame = trace.frames[index]
-    memory = (f"blocks of {frame.block_size}: {frame.num_used}/{frame.num_blocks} used, {frame.num_shared} shared, "
-              f"{len(frame.cached)} cached; {frame.num_tokens} tokens in {frame.allocated_slots} slots")
-    header = (f"step {index + 1}/{len(trace.frames)} · running {len(frame.running)} · preempted "
-              f"{len(frame.preempted)} · waiting {len(frame.waiting)} · {memory}")
-    out = [_text(PAD, PAD + 12, header, weight="bold", cls="counters"),
+    memory = tr("blocks of {size}: {used}/{total} used, {shared} shared, {cached} cached; {tokens} tokens in "
+                "{slots} slots", size=frame.block_size, used=frame.num_used, total=frame.num_blocks,
+                shared=frame.num_shared, cached=len(frame.cached), tokens=frame.num_tokens, slots=frame.allocated_slots)
+    header = tr("step {step}/{steps} · running {running} · preempted {preempted} · waiting {waiting} · {memory}",
+                step=index + 1, steps=len(trace.frames), running=len(frame.running), preempted=len(frame.preempted),
+                waiting=len(frame.waiting), memory=memory)
+    out = [_text(PAD, PAD + 12, str(header), weight="bold", cls="counters"),
            _text(PAD, PAD + 12 + LINE, _events(frame), size=10, colour="#333333", cls="events")]
     budget, top = _budget(frame, PAD + 2 * LINE + 2, width)
     out += budget
@@ -183,18 +219,19 @@ def filmstrip_svg(trace: EngineTrace, frames: Mapping[str, int] | None = None, *
     for name, index in chosen.items():
         merged.setdefault(index, []).append(name)
     scale = 0.5
-    tiles = [(" + ".join(names), index, *frame_elements(trace, index)) for index, names in merged.items()]
+    tiles = [(names, index, *frame_elements(trace, index)) for index, names in merged.items()]
     tile_w = WIDTH * scale
     row_h = [LINE + max(t[3] for t in tiles[start:start + columns]) * scale for start in range(0, len(tiles), columns)]
     out, y = [], 0.0
-    for i, (name, index, body, height) in enumerate(tiles):
+    for i, (names, index, body, height) in enumerate(tiles):
         r, c = divmod(i, columns)
         x, y = c * (tile_w + PAD), sum(row_h[:r]) + r * PAD
-        out.append(f'<g class="key-frame" data-name="{escape(name)}" data-step="{index}">')
-        out.append(_text(x + PAD * scale, y + 12, f"{name}: step {index + 1}", weight="bold"))
+        out.append(f'<g class="key-frame" data-name="{escape(" + ".join(names))}" data-step="{index}">')
+        out.append(_text(x + PAD * scale, y + 12, str(tr("{name}: step {step}", name=_key_frame_names(names),
+                                                          step=index + 1)), weight="bold"))
         out.append(f'<svg x="{x:g}" y="{y + LINE:g}" width="{tile_w:g}" height="{height * scale:g}" '
                    f'viewBox="0 0 {WIDTH:g} {height:g}">')
-        out.append(f'<rect width="{WIDTH:g}" height="{height:g}" fill="#FFFFFF" stroke="#999999"/>')
+        out.append(f'<rect width="{WIDTH:g}" height="{height:g}" fill="#FFFFFF" stroke="#999999"/>')  # en: not shown to readers
         out += body
         out += ["</svg>", "</g>"]
     width = columns * tile_w + (columns - 1) * PAD
@@ -255,7 +292,9 @@ class Filmstrip:
         return {"image/svg+xml": self.svg, "text/plain": repr(self)}
 
     def __repr__(self) -> str:
-        return "key frames: " + ", ".join(f"{name} (step {i + 1})" for name, i in self.frames.items())
+        frames = str(tr(", ")).join(str(tr("{name} (step {step})", name=_key_frame_names([name]), step=i + 1))
+                                    for name, i in self.frames.items())
+        return str(tr("key frames: {frames}", frames=frames))
 
 
 __all__ = ["Filmstrip", "ReplayState", "filmstrip_svg", "frame_elements", "frame_svg", "key_frames", "KEY_FRAMES"]

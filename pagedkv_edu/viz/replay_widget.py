@@ -15,6 +15,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .language import tr
 from .trace import EngineTrace
 from .render import request_label
 from .replay import ReplayState, frame_svg
@@ -27,12 +28,12 @@ class ReplayWidget(widgets.VBox):
                  interval_ms: int = 250) -> None:
         self.state = ReplayState(trace, index, selected)
         last = self.state.num_frames - 1
-        self.play = widgets.Play(value=index, min=0, max=last, step=1, interval=interval_ms, description="play")
-        self.slider = widgets.IntSlider(value=index, min=0, max=last, description="step",
+        self.play = widgets.Play(value=index, min=0, max=last, step=1, interval=interval_ms, description=str(tr("play")))
+        self.slider = widgets.IntSlider(value=index, min=0, max=last, description=str(tr("step")),
                                         continuous_update=True, layout=widgets.Layout(width="480px"))
         widgets.jslink((self.play, "value"), (self.slider, "value"))
         self.picker = widgets.Dropdown(options=[(request_label(s), s) for s in trace.seq_ids],
-                                       value=self.state.selected, description="request",
+                                       value=self.state.selected, description=str(tr("request")),
                                        layout=widgets.Layout(width="180px"))
         self.drawing = widgets.HTML()
         self.text = widgets.HTML()
@@ -48,7 +49,7 @@ class ReplayWidget(widgets.VBox):
     def _refresh(self) -> None:
         self.drawing.value = self.state.svg()
         prompt, reply = self.state.text()
-        self.text.value = (f'<div class="replay-text" style="font-size:12px;max-height:12em;overflow:auto">'
+        self.text.value = (f'<div class="replay-text" style="font-size:12px;max-height:12em;overflow:auto">'  # en: not shown to readers
                            f'<b>{escape(request_label(self.state.selected))}</b> '
                            f'<span style="color:#555">{escape(prompt[-400:])}</span>'
                            f'<b> → </b><span class="reply">{escape(reply)}</span></div>')
@@ -56,7 +57,8 @@ class ReplayWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         bundle["image/svg+xml"] = frame_svg(self.state.trace, self.state.index, self.state.selected)
-        bundle["text/plain"] = f"replay of {self.state.num_frames} steps, at step {self.state.index + 1}"
+        bundle["text/plain"] = str(tr("replay of {steps} steps, at step {step}", steps=self.state.num_frames,
+                                      step=self.state.index + 1))
         return bundle
 
 

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from ..sim.simulate import SimResult, simulate
 from ..workload import Request
+from .language import tr
 
 POLICY_COLOURS: dict[str, str] = {"contiguous": "#CC6677", "paged": "#117733"}
 BAR_COLOUR, ARTICLE_BAND_COLOUR = "#88CCEE", "#DDCC77"
@@ -38,9 +39,10 @@ class ReservationGain:
 
     def report(self) -> str:
         """One line per reservation: how many fit, how many each policy held, and the gain."""
-        return "\n".join(
-            f"max_seq_len {length:5,}: {self.budget // length:2d} reservations fit, contiguous holds {held:4.1f}, "
-            f"paged {self.paged_held:.1f}: {self.gains[length]:.1f}x"
+        return "\n".join(    # each line rendered now, in the reader's language
+            str(tr("max_seq_len {length:5,}: {fit:2d} reservations fit, contiguous holds {held:4.1f}, paged "
+                   "{paged:.1f}: {gain:.1f}x", length=length, fit=self.budget // length, held=held,
+                   paged=self.paged_held, gain=self.gains[length]))
             for length, held in self.contiguous_held.items())
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from ..checks import check_whole
 from ..sim.routing import MAX_REPLICAS, POLICIES, HybridThresholds, RouteResult, route
 from ..sim.routing_workloads import TimedRequest, chats, consultants, tenants
+from .language import Message, tr
 from .render import ERROR_COLOUR, FREE_COLOUR
 
 THINK_MS = 200.0
@@ -33,6 +34,20 @@ LAB_WORKLOADS: dict[str, Callable[[int, float, int], list[TimedRequest]]] = {
     "consultants": consultants, "tenants": tenants, "chats": functools.partial(chats, think_ms=THINK_MS),
 }
 """The chapter's three workloads, drawn as its section 2 draws them: ``make(num_requests, rate_per_s, seed)``."""
+
+WORKLOAD_LABELS: dict[str, Message] = {"consultants": tr("consultants"), "tenants": tr("tenants"), "chats": tr("chats")}
+"""How each workload is named to the reader (its key stays the input's value)."""
+
+
+def workload_label(workload: str) -> Message | str:
+    return WORKLOAD_LABELS.get(workload, workload)
+
+
+def _reason(exc: Exception) -> object:
+    """An exception's message as a field: the message itself where it is one (so it renders in the reader's
+    language), else its text."""
+    return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], Message) else str(exc)
+
 
 RATES: tuple[float, ...] = (200.0, 600.0, 1000.0, 1500.0, 2500.0)
 """Arrivals per second the lab offers: the chapter's rate (600) and its load sweep's."""
@@ -173,8 +188,9 @@ class RoutingLabState:
                 run = route(requests, policy, self.num_replicas, num_blocks=inputs.num_blocks, block_size=BLOCK_SIZE,
                             seed=self.seed, thresholds=inputs.thresholds, warmup=self.warmup)
             except ValueError as exc:     # only the pool can be wrong here: route refuses a request it cannot hold
-                raise ValueError(f"{inputs.num_blocks:,} blocks per replica refused for the {inputs.workload} at "
-                                 f"{inputs.rate_per_s:g}/s: {exc}") from exc
+                raise ValueError(tr("{blocks:,} blocks per replica refused for the {workload} at {rate:g}/s: {reason}",
+                                    blocks=inputs.num_blocks, workload=workload_label(inputs.workload),
+                                    rate=inputs.rate_per_s, reason=_reason(exc))) from exc
             rows.append(PolicyFigures.of(run))
         return LabFrame(inputs, self.num_requests, self.warmup, self.num_replicas, self.seed, tuple(rows))
 
@@ -245,17 +261,21 @@ def _panel(frame: LabFrame, x0: float, y0: float, layout: _Layout) -> list[str]:
     measured = frame.num_requests - frame.warmup
     best_hit = max(r.hit_rate for r in frame.rows)
     best_p99 = min(r.ttft_p99_ms for r in frame.rows)
+    title = tr("{workload} at {rate:,.0f} requests/s, {replicas} replicas of {blocks:,} blocks",
+               workload=workload_label(i.workload), rate=i.rate_per_s, replicas=frame.num_replicas, blocks=i.num_blocks)
+    setting = tr("thresholds {cache:.2f}, {absolute}, {relative:g}x (the shaded rows use them); {measured} of {total} "
+                 "requests measured", cache=t.cache_threshold, absolute=t.abs_threshold, relative=t.rel_threshold,
+                 measured=measured, total=frame.num_requests)
     parts = [f'<g class="panel" data-state="{escape(data_state(frame))}" transform="translate({x0:g},{y0:g})">',
-             f'<text x="8" y="16" font-size="13" font-weight="bold">{escape(i.workload)} at {i.rate_per_s:,.0f} '
-             f'requests/s, {frame.num_replicas} replicas of {i.num_blocks:,} blocks</text>',
-             f'<text x="8" y="31" fill="#555">thresholds {t.cache_threshold:.2f}, {t.abs_threshold}, '
-             f'{t.rel_threshold:g}x (the shaded rows use them); {measured} of {frame.num_requests} requests measured'
-             f'</text>']
+             f'<text x="8" y="16" font-size="13" font-weight="bold">{escape(str(title))}</text>',
+             f'<text x="8" y="31" fill="#555">{escape(str(setting))}</text>']
     axis_y = layout.top - 6
-    parts.append(f'<text x="{layout.hit_x}" y="{axis_y}" fill="#333">prefix hit rate</text>')
-    parts.append(f'<text x="{layout.ttft_x}" y="{axis_y}" fill="#333">TTFT, log: '
-                 f'<tspan fill="{P50_COLOUR}">● p50</tspan> to <tspan fill="{P99_COLOUR}">▮ p99</tspan> (ms)</text>')
-    parts.append(f'<text x="{layout.load_x}" y="{axis_y}" fill="#333">per replica</text>')
+    p50 = f'<tspan fill="{P50_COLOUR}">● p50</tspan>'     # en: not shown to readers (markup: the words are tr's)
+    p99 = f'<tspan fill="{P99_COLOUR}">▮ p99</tspan>'     # en: not shown to readers
+    parts.append(f'<text x="{layout.hit_x}" y="{axis_y}" fill="#333">{tr("prefix hit rate")}</text>')
+    parts.append(f'<text x="{layout.ttft_x}" y="{axis_y}" fill="#333">'
+                 f'{tr("TTFT, log: {p50} to {p99} (ms)", p50=p50, p99=p99)}</text>')
+    parts.append(f'<text x="{layout.load_x}" y="{axis_y}" fill="#333">{tr("per replica")}</text>')
     bottom = layout.top + layout.row_h * len(frame.rows)
     for tick in (1, 10, 100, 1000, 10_000, 100_000):
         gx, label = _log_x(tick, layout), f"{tick}" if tick < 1000 else f"{tick // 1000} s"
@@ -283,7 +303,7 @@ def _row(row: PolicyFigures, y: float, layout: _Layout, best_hit: float, best_p9
                  f'fill="{HIT_COLOUR}"/>'
                  f'<text x="{layout.hit_x + layout.hit_w + 4}" y="{mid + 4:g}"{bold}>{row.hit_rate:.1%}</text>')
     x50, x99 = _log_x(row.ttft_p50_ms, layout), _log_x(row.ttft_p99_ms, layout)
-    parts.append(f'<line x1="{x50:.1f}" y1="{mid:g}" x2="{x99:.1f}" y2="{mid:g}" stroke="#555" stroke-width="2"/>'
+    parts.append(f'<line x1="{x50:.1f}" y1="{mid:g}" x2="{x99:.1f}" y2="{mid:g}" stroke="#555" stroke-width="2"/>'  # en: not shown to readers
                  f'<rect x="{x99 - 2:.1f}" y="{y + 4:g}" width="4" height="{h - 8}" fill="{P99_COLOUR}"/>'
                  f'<circle cx="{x50:.1f}" cy="{mid:g}" r="4" fill="{P50_COLOUR}"/>')
     bold = ' font-weight="bold"' if row.ttft_p99_ms <= best_p99 * 1.0005 else ""
@@ -308,14 +328,14 @@ def _height(layout: _Layout) -> int:
 def routing_lab_svg(frame: LabFrame) -> str:
     """The comparison as one SVG: per policy, the hit rate, TTFT p50 to p99, and requests per replica (× imbalance)."""
     height = _height(WIDE) + 16
-    parts = [f'<svg class="pagedkv-routinglab" data-state="{escape(data_state(frame))}" '
+    note = tr("Seed {seed}; the first {warmup} requests warm the caches. Bold: the highest hit rate, the lowest p99. "
+              "×: the busiest replica over the mean (red above 2).", seed=frame.seed, warmup=frame.warmup)
+    parts = [f'<svg class="pagedkv-routinglab" data-state="{escape(data_state(frame))}" '  # en: not shown to readers
              f'xmlns="http://www.w3.org/2000/svg" width="{WIDE.width}" height="{height}" font-family="sans-serif" '
-             f'font-size="11" role="img" aria-label="routing policies compared">',
-             f'<rect width="{WIDE.width}" height="{height}" fill="white"/>',
+             f'font-size="11" role="img" aria-label="{escape(str(tr("routing policies compared")))}">',
+             f'<rect width="{WIDE.width}" height="{height}" fill="white"/>',  # en: not shown to readers
              *_panel(frame, 0, 0, WIDE),
-             f'<text x="8" y="{height - 6}" fill="#555">Seed {frame.seed}; the first {frame.warmup} requests warm the '
-             f'caches. Bold: the highest hit rate, the lowest p99. ×: the busiest replica over the mean (red above 2).'
-             f'</text>',
+             f'<text x="8" y="{height - 6}" fill="#555">{escape(str(note))}</text>',
              '</svg>']
     return "".join(parts)
 
@@ -329,16 +349,18 @@ def routing_lab_grid(frames: Sequence[LabFrame], columns: int = 2) -> str:
     cell_h = _height(NARROW) + 8
     width, height = NARROW.width * min(columns, len(frames)), cell_h * rows + 18
     states = " | ".join(data_state(f) for f in frames)
-    parts = [f'<svg class="pagedkv-routinglab-grid" data-state="{escape(states)}" xmlns="http://www.w3.org/2000/svg" '
+    label = tr("routing policies compared in {count} settings", count=len(frames))
+    parts = [f'<svg class="pagedkv-routinglab-grid" data-state="{escape(states)}" xmlns="http://www.w3.org/2000/svg" '  # en: not shown to readers
              f'width="{width}" height="{height}" font-family="sans-serif" font-size="11" role="img" '
-             f'aria-label="routing policies compared in {len(frames)} settings">',
-             f'<rect width="{width}" height="{height}" fill="white"/>']
+             f'aria-label="{escape(str(label))}">',
+             f'<rect width="{width}" height="{height}" fill="white"/>']  # en: not shown to readers
     for k, frame in enumerate(frames):
         parts.extend(_panel(frame, NARROW.width * (k % columns), cell_h * (k // columns), NARROW))
     first = frames[0]
-    parts.append(f'<text x="8" y="{height - 6}" fill="#555">Each panel: seed {first.seed}, the first {first.warmup} '
-                 f'requests warm the caches; the hit rate, TTFT p50 / p99 in ms, the requests each replica served and '
-                 f'the busiest over the mean. Bold: the best of a panel.</text></svg>')
+    note = tr("Each panel: seed {seed}, the first {warmup} requests warm the caches; the hit rate, TTFT p50 / p99 in ms, "
+              "the requests each replica served and the busiest over the mean. Bold: the best of a panel.",
+              seed=first.seed, warmup=first.warmup)
+    parts.append(f'<text x="8" y="{height - 6}" fill="#555">{escape(str(note))}</text></svg>')
     return "".join(parts)
 
 

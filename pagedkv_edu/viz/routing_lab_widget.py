@@ -14,9 +14,10 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..sim.routing import HybridThresholds
+from .language import tr
 from .render import ERROR_COLOUR
 from .routing_lab import (BLOCK_OPTIONS, LAB_WORKLOADS, THRESHOLD_NAMES, RoutingLabState, data_state,
-                          routing_lab_svg)
+                          routing_lab_svg, workload_label)
 
 
 class RoutingLabWidget(widgets.VBox):
@@ -27,14 +28,15 @@ class RoutingLabWidget(widgets.VBox):
         self.state = RoutingLabState(workload, rate_per_s, num_blocks, thresholds, **state_kwargs)
         inputs, limits = self.state.inputs, self.state.inputs.thresholds
         narrow = {"style": {"description_width": "110px"}, "layout": widgets.Layout(width="360px")}
-        self.workload = widgets.Dropdown(options=list(LAB_WORKLOADS), value=inputs.workload, description="workload",
-                                         **narrow)
+        self.workload = widgets.Dropdown(options=[(str(workload_label(w)), w) for w in LAB_WORKLOADS],
+                                         value=inputs.workload, description=str(tr("workload")), **narrow)
         self.rate = widgets.SelectionSlider(options=[(f"{r:,.0f}/s", r) for r in self.state.rates],
-                                            value=inputs.rate_per_s, description="arrival rate",
+                                            value=inputs.rate_per_s, description=str(tr("arrival rate")),
                                             continuous_update=False, **narrow)
         blocks = sorted({*BLOCK_OPTIONS, inputs.num_blocks})
         self.blocks = widgets.SelectionSlider(options=[(f"{b:,}", b) for b in blocks], value=inputs.num_blocks,
-                                              description="blocks/replica", continuous_update=False, **narrow)
+                                              description=str(tr("blocks/replica")), continuous_update=False,
+                                              **narrow)
         self.cache_threshold = widgets.FloatSlider(value=limits.cache_threshold, min=0.0, max=1.0, step=0.05,
                                                    description="cache_threshold", continuous_update=False, **narrow)
         self.abs_threshold = widgets.IntSlider(value=limits.abs_threshold, min=0, max=max(64, limits.abs_threshold),
@@ -63,7 +65,8 @@ class RoutingLabWidget(widgets.VBox):
         try:
             frame = self.state.configure(**{name: value})
         except ValueError as exc:
-            self.message.value = f'<span style="color:{ERROR_COLOUR}">Refused, nothing rerun: {escape(str(exc))}</span>'
+            self.message.value = (f'<span style="color:{ERROR_COLOUR}">'  # en: not shown to readers
+                                  f'{tr("Refused, nothing rerun: {reason}", reason=escape(str(exc)))}</span>')
             self._put_back(name)
             return
         self.message.value = ""
@@ -88,5 +91,5 @@ class RoutingLabWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         bundle["image/svg+xml"] = routing_lab_svg(self.state.frame)
-        bundle["text/plain"] = f"routing lab: {data_state(self.state.frame)}"
+        bundle["text/plain"] = str(tr("routing lab: {state}", state=data_state(self.state.frame)))
         return bundle

@@ -14,6 +14,7 @@ from ..specs import hit_rate
 from ..checks import check_whole
 from ..sim.routing import MAX_REPLICAS, POLICIES, RouteResult, route
 from ..sim.routing_workloads import TimedRequest
+from .language import tr
 from .render import FREE_COLOUR, request_colour
 
 USED_COLOUR = "#332288"       # Tol's indigo: blocks held by admitted requests
@@ -110,14 +111,17 @@ WIDTH, ROW_H, TOP, BAR_X, BAR_W = 760, 58, 44, 90, 380
 def routing_svg(frame: RoutingFrame) -> str:
     """The frame as SVG: one row per replica (blocks in use / cached / free, queue, cached groups)."""
     height = TOP + ROW_H * len(frame.replicas) + 22
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-             f'font-family="sans-serif" font-size="11" role="img" aria-label="routing across replicas">',
-             f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
-             f'<text x="8" y="16" font-size="13" font-weight="bold">{escape(frame.policy)}: request '
-             f'{frame.request_id} ({escape(frame.group)}, {frame.prompt_len} tokens) → replica {frame.chosen}, '
-             f'{frame.hit_tokens} tokens found in its cache</text>',
-             f'<text x="8" y="32" fill="#555">at {frame.time_ms:,.0f} ms. Bar: blocks in use (dark), cached and '
-             f'free (teal), free (grey). Squares: waiting (open), prefilling (filled); then decoding.</text>']
+    title = tr("{policy}: request {request} ({group}, {tokens} tokens) → replica {chosen}, {hits} tokens found in its "
+               "cache", policy=frame.policy, request=frame.request_id, group=frame.group, tokens=frame.prompt_len,
+               chosen=frame.chosen, hits=frame.hit_tokens)
+    key = tr("at {ms:,.0f} ms. Bar: blocks in use (dark), cached and free (teal), free (grey). Squares: waiting "
+             "(open), prefilling (filled); then decoding.", ms=frame.time_ms)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '  # en: not shown to readers
+             f'font-family="sans-serif" font-size="11" role="img" '
+             f'aria-label="{escape(str(tr("routing across replicas")))}">',
+             f'<rect width="{WIDTH}" height="{height}" fill="white"/>',  # en: not shown to readers
+             f'<text x="8" y="16" font-size="13" font-weight="bold">{escape(str(title))}</text>',
+             f'<text x="8" y="32" fill="#555">{escape(str(key))}</text>']
     for row, view in enumerate(frame.replicas):
         y = TOP + row * ROW_H
         chosen = view.index == frame.chosen
@@ -125,9 +129,10 @@ def routing_svg(frame: RoutingFrame) -> str:
         if chosen:
             parts.append(f'<rect x="2" y="{y - 2}" width="{WIDTH - 4}" height="{ROW_H - 4}" fill="none" '
                          f'stroke="#CC6677" stroke-width="2" rx="4"/>')
-        parts.append(f'<text x="8" y="{y + 14}" font-weight="{"bold" if chosen else "normal"}">replica {view.index}</text>')
-        parts.append(f'<text x="8" y="{y + 28}" fill="#555">{view.served} served</text>')
-        parts.append(f'<text x="8" y="{y + 42}" fill="#555">hits {view.hit_rate:.0%}</text>')
+        parts.append(f'<text x="8" y="{y + 14}" font-weight="{"bold" if chosen else "normal"}">'
+                     f'{tr("replica {index}", index=view.index)}</text>')
+        parts.append(f'<text x="8" y="{y + 28}" fill="#555">{tr("{served} served", served=view.served)}</text>')
+        parts.append(f'<text x="8" y="{y + 42}" fill="#555">{tr("hits {rate:.0%}", rate=view.hit_rate)}</text>')
         x = BAR_X
         for count, colour in ((view.used_blocks, USED_COLOUR), (view.cached_free_blocks, CACHED_COLOUR),
                               (view.num_blocks - view.used_blocks - view.cached_free_blocks, FREE_COLOUR)):
@@ -135,17 +140,21 @@ def routing_svg(frame: RoutingFrame) -> str:
             if w > 0:
                 parts.append(f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="14" fill="{colour}"/>')
             x += w
-        parts.append(f'<text x="{BAR_X}" y="{y + 30}" fill="#333">{view.used_blocks} in use, {view.cached_free_blocks}'
-                     f' cached, of {view.num_blocks} blocks</text>')
+        blocks = tr("{used} in use, {cached} cached, of {total} blocks", used=view.used_blocks,
+                    cached=view.cached_free_blocks, total=view.num_blocks)
+        parts.append(f'<text x="{BAR_X}" y="{y + 30}" fill="#333">{blocks}</text>')
         qx = BAR_X + BAR_W + 14
         for i in range(min(view.waiting, 12)):
             parts.append(f'<rect x="{qx + 11 * i}" y="{y + 5}" width="9" height="12" fill="none" stroke="#333"/>')
         qx += 11 * min(view.waiting, 12)
         for i in range(view.prefilling):
             parts.append(f'<rect x="{qx + 11 * i}" y="{y + 5}" width="9" height="12" fill="#DDCC77" stroke="#333"/>')
-        more = f" +{view.waiting - 12} waiting" if view.waiting > 12 else ""
-        parts.append(f'<text x="{qx + 11 * view.prefilling + 4}" y="{y + 15}">{view.waiting} waiting{more}, '
-                     f'{view.decoding} decoding</text>')
+        if view.waiting > 12:
+            queue = tr("{waiting} waiting +{more} waiting, {decoding} decoding", waiting=view.waiting,
+                       more=view.waiting - 12, decoding=view.decoding)
+        else:
+            queue = tr("{waiting} waiting, {decoding} decoding", waiting=view.waiting, decoding=view.decoding)
+        parts.append(f'<text x="{qx + 11 * view.prefilling + 4}" y="{y + 15}">{queue}</text>')
         cx, shown = BAR_X, 0
         for group in view.cached_groups[:MAX_CHIPS]:
             width = 7 * len(group) + 8
@@ -156,7 +165,8 @@ def routing_svg(frame: RoutingFrame) -> str:
                          f'<text x="{cx + 4}" y="{y + 46}">{escape(group)}</text>')
             cx, shown = cx + width + 4, shown + 1
         if len(view.cached_groups) > shown:
-            parts.append(f'<text x="{cx}" y="{y + 46}">+{len(view.cached_groups) - shown} more cached</text>')
+            more = tr("+{count} more cached", count=len(view.cached_groups) - shown)
+            parts.append(f'<text x="{cx}" y="{y + 46}">{more}</text>')
         parts.append('</g>')
     parts.append('</svg>')
     return "".join(parts)
@@ -173,4 +183,5 @@ class RoutingPicture:
 
     def __repr__(self) -> str:
         loads = [v.served for v in self.frame.replicas]
-        return f"RoutingPicture({self.frame.policy}, request {self.frame.request_id} -> replica {self.frame.chosen}, served {loads})"
+        return str(tr("RoutingPicture({policy}, request {request} -> replica {chosen}, served {loads})",
+                      policy=self.frame.policy, request=self.frame.request_id, chosen=self.frame.chosen, loads=loads))

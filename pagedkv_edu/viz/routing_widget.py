@@ -12,6 +12,7 @@ import ipywidgets as widgets
 
 from ..sim.routing import MAX_REPLICAS, POLICIES
 from ..sim.routing_workloads import TimedRequest
+from .language import tr
 from .routing_view import RoutingState, routing_svg
 
 
@@ -21,11 +22,14 @@ class RoutingWidget(widgets.VBox):
     def __init__(self, requests: Sequence[TimedRequest], policy: str = "hybrid", num_replicas: int = 4,
                  arrived: int | None = None, **route_kwargs: object) -> None:
         self.state = RoutingState(requests, policy, num_replicas, arrived, **route_kwargs)
-        self.policy = widgets.Dropdown(options=list(POLICIES), value=self.state.policy, description="policy")
+        # "{routing}" is empty: the label is the *routing* policy, which the catalogue must tell from chapter 6's
+        # "policy" (the scheduling policy), keyed by the same English word
+        self.policy = widgets.Dropdown(options=list(POLICIES), value=self.state.policy,
+                                       description=str(tr("routing policy")))
         self.replicas = widgets.IntSlider(value=self.state.num_replicas, min=1, max=min(8, MAX_REPLICAS),
-                                          description="replicas")
+                                          description=str(tr("replicas")))
         self.arrived = widgets.IntSlider(value=self.state.arrived, min=1, max=len(self.state.requests),
-                                         description="arrived", continuous_update=False,
+                                         description=str(tr("arrived")), continuous_update=False,
                                          layout=widgets.Layout(width="420px"))
         self.drawing = widgets.HTML()
         self.policy.observe(lambda change: self._do(self.state.set_policy, change["new"]), names="value")
@@ -44,6 +48,7 @@ class RoutingWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         bundle["image/svg+xml"] = routing_svg(self.state.frame())
-        bundle["text/plain"] = (f"routing widget: {self.state.policy}, {self.state.num_replicas} replicas, "
-                                f"{self.state.arrived} requests arrived")
+        bundle["text/plain"] = str(tr("routing widget: {policy}, {replicas} replicas, {arrived} requests arrived",
+                                      policy=self.state.policy, replicas=self.state.num_replicas,
+                                      arrived=self.state.arrived))
         return bundle

@@ -31,6 +31,7 @@ from ..sim.decode_cost import H200, StepCost
 from ..sim.sharing import few_shot_max_seq_len
 from ..specs import get_spec
 from ..workload import Request, copilot50
+from .language import Message, tr
 from .render import PALETTE, _text, svg_document
 from .replay import WIDTH, frame_elements, key_frames
 from .trace import EngineTrace
@@ -47,6 +48,20 @@ GAP_BINS: tuple[tuple[str, float], ...] = (("≤1.1×", 1.1), ("1.1–2×", 2.0)
                                            (">8×", math.inf))
 """Inter-token gaps in multiples of the decode floor (one read of the weights): the first bin is a gap no longer
 than a decode step; the others are decodes held up by a prefill beside them, or by a preemption."""
+
+
+MEMORY_LABELS: dict[str, Message] = {"paged": tr("paged"), "contiguous": tr("contiguous")}
+"""How each memory policy is shown to the reader (the policy's name stays the setting's value)."""
+
+
+def memory_label(memory: str) -> Message | str:
+    return MEMORY_LABELS.get(memory, memory)
+
+
+def _reason(exc: Exception) -> object:
+    """An exception's message as a field: the message itself where it is one (so it renders in the reader's
+    language), else its text."""
+    return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], Message) else str(exc)
 
 
 def chapter_workload() -> list[Request]:
@@ -87,12 +102,14 @@ class SchedulerSettings:
                 f"max_num_seqs={seats};kv_budget={self.kv_budget_tokens}")
 
     @property
-    def caption(self) -> str:
-        budget = "no cap" if self.max_num_batched_tokens is None else f"{self.max_num_batched_tokens}"
-        seats = "no cap" if self.max_num_seqs is None else f"{self.max_num_seqs}"
-        watermark = f"{self.watermark:g}" if self.memory == "paged" else "unused"
-        return (f"{self.memory} · token budget {budget} · watermark {watermark} · seats {seats} · "
-                f"KV {self.kv_budget_tokens} tokens")
+    def caption(self) -> Message:
+        """The settings as the reader reads them (a message: rendered in the reader's language when shown)."""
+        budget = tr("no cap") if self.max_num_batched_tokens is None else f"{self.max_num_batched_tokens}"
+        seats = tr("no cap") if self.max_num_seqs is None else f"{self.max_num_seqs}"
+        watermark = f"{self.watermark:g}" if self.memory == "paged" else tr("unused")
+        return tr("{memory} · token budget {budget} · watermark {watermark} · seats {seats} · KV {kv} tokens",
+                  memory=memory_label(self.memory), budget=budget, watermark=watermark, seats=seats,
+                  kv=self.kv_budget_tokens)
 
 
 def _nearest_rank(values: Sequence[float], q: float) -> float:
@@ -179,8 +196,9 @@ def run_lab(settings: SchedulerSettings, requests: Sequence[Request] | None = No
         for r in requests:
             engine.add_request([0] * r.prompt_len, SamplingParams(max_tokens=r.output_len, ignore_eos=True))
     except ValueError as exc:
-        raise ValueError(f"kv_budget_tokens={settings.kv_budget_tokens} cannot serve this workload with "
-                         f"{settings.memory} memory: {exc}") from exc
+        raise ValueError(tr("kv_budget_tokens={kv} cannot serve this workload with {memory} memory: {reason}",
+                            kv=settings.kv_budget_tokens, memory=memory_label(settings.memory),
+                            reason=_reason(exc))) from exc
     clock, now = [], 0.0
     sampled: dict[int, list[int]] = {i: [] for i in engine.requests}
     while engine.has_unfinished:
@@ -213,7 +231,7 @@ class SchedulerLab:
         self.cost = chapter_cost() if cost is None else cost
         self.settings = SchedulerSettings() if settings is None else settings
         self.run = run_lab(self.settings, self.requests, self.cost)
-        default = key_frames(self.run.trace).get("first preemption", 0)
+        default = key_frames(self.run.trace).get("first preemption", 0)  # en: not shown to readers (rule names: keys)
         self.index = 0
         self.seek(default if index is None else index)
 
@@ -248,7 +266,7 @@ class SchedulerLab:
 
     def seek(self, index: int) -> None:
         """Show step ``index`` (0-based) of the current run."""
-        self.index = check_whole("step index", index, 0, self.num_frames - 1)
+        self.index = check_whole("step index", index, 0, self.num_frames - 1)  # en: not shown to readers (a programming error's name)
 
     @property
     def state(self) -> str:
@@ -282,17 +300,18 @@ def _ttft_chart(run: LabRun, x0: float, top: float, axis_ms: float) -> list[str]
         points += [f"{px(t):.1f},{py(i / n):.1f}", f"{px(t):.1f},{py((i + 1) / n):.1f}"]
     out = [f'<g class="ttft" data-p50="{run.ttft_p(0.5):.2f}" data-p99="{run.ttft_p(0.99):.2f}">',
            f'<rect x="{x0:g}" y="{top:g}" width="{CHART_W}" height="{CHART_H}" fill="none" stroke="#999999"/>',
-           f'<polyline points="{" ".join(points)}" fill="none" stroke="{TTFT_COLOUR}" stroke-width="2"/>']
+           f'<polyline points="{" ".join(points)}" fill="none" stroke="{TTFT_COLOUR}" stroke-width="2"/>']  # en: not shown to readers
     for q, dash in ((0.5, "4 2"), (0.99, "1 2")):
         x = px(run.ttft_p(q))
         out.append(f'<line x1="{x:.1f}" y1="{top:g}" x2="{x:.1f}" y2="{top + CHART_H:g}" stroke="#000000" '
                    f'stroke-dasharray="{dash}"/>')
-    out += [_text(x0, top - 4, f"time to first token: p50 {run.ttft_p(0.5):.1f} ms (dashed), p99 "
-                               f"{run.ttft_p(0.99):.1f} ms (dotted)", size=10),
+    title = tr("time to first token: p50 {p50:.1f} ms (dashed), p99 {p99:.1f} ms (dotted)", p50=run.ttft_p(0.5),
+               p99=run.ttft_p(0.99))
+    out += [_text(x0, top - 4, str(title), size=10),
             _text(x0, top + CHART_H + 12, "0", size=9, colour="#555555"),
-            _text(x0 + CHART_W, top + CHART_H + 12, f"{axis_ms:g} ms (modelled)", size=9, anchor="end",
-                  colour="#555555"),
-            _text(x0 + CHART_W - 4, top + CHART_H - 5, "share of requests with their first token", size=9,
+            _text(x0 + CHART_W, top + CHART_H + 12, str(tr("{ms:g} ms (modelled)", ms=axis_ms)), size=9,
+                  anchor="end", colour="#555555"),
+            _text(x0 + CHART_W - 4, top + CHART_H - 5, str(tr("share of requests with their first token")), size=9,
                   anchor="end", colour="#555555"), "</g>"]
     return out
 
@@ -305,8 +324,8 @@ def _gap_chart(run: LabRun, x0: float, top: float) -> list[str]:
     row = CHART_H / len(GAP_BINS)
     out = [f'<g class="gaps" data-counts="{" ".join(map(str, counts))}" data-p99="{run.gap_p(0.99):.3f}" '
            f'data-max="{max(run.gaps_ms):.3f}">',
-           _text(x0, top - 4, f"gaps between tokens: p50 {run.gap_p(0.5):.2f}, p99 {run.gap_p(0.99):.2f}, worst "
-                              f"{max(run.gaps_ms):.2f} ms", size=10)]
+           _text(x0, top - 4, str(tr("gaps between tokens: p50 {p50:.2f}, p99 {p99:.2f}, worst {worst:.2f} ms",
+                                     p50=run.gap_p(0.5), p99=run.gap_p(0.99), worst=max(run.gaps_ms))), size=10)]
     for i, ((label, _), count) in enumerate(zip(GAP_BINS, counts)):
         y = top + i * row
         w = (CHART_W - 110) * math.log10(1 + count) / biggest
@@ -314,8 +333,9 @@ def _gap_chart(run: LabRun, x0: float, top: float) -> list[str]:
         out.append(_text(x0 + 44, y + row - 5, label, size=9, anchor="end"))
         out.append(f'<rect x="{x0 + 50:g}" y="{y + 2:.1f}" width="{w:.1f}" height="{row - 4:.1f}" fill="{colour}"/>')
         out.append(_text(x0 + 54 + w, y + row - 5, f"{count}", size=9))
-    out.append(_text(x0 + CHART_W, top + CHART_H + 12, f"× the decode floor ({run.decode_floor_ms:.2f} ms); "
-                                                       f"bars: log scale", size=9, anchor="end", colour="#555555"))
+    out.append(_text(x0 + CHART_W, top + CHART_H + 12,
+                     str(tr("× the decode floor ({floor:.2f} ms); bars: log scale", floor=run.decode_floor_ms)), size=9,
+                     anchor="end", colour="#555555"))
     out.append("</g>")
     return out
 
@@ -326,12 +346,12 @@ def panel_elements(run: LabRun, top: float, *, ttft_axis_ms: float | None = None
     ``ttft_axis_ms`` fixes the TTFT axis, so the panels of a grid compare at a glance.
     """
     axis = _nice_ceiling(max(run.ttft_ms)) if ttft_axis_ms is None else ttft_axis_ms
-    preempted = (f"{run.preemptions} preemptions ({run.preempted_requests} requests)" if run.preemptions
-                 else "no preemption")
-    summary = (f"this run: {run.num_steps} steps, {run.time_ms:.1f} ms modelled · {preempted} · peak "
-               f"{run.peak_running} running")
+    preempted = (tr("{preemptions} preemptions ({requests} requests)", preemptions=run.preemptions,
+                    requests=run.preempted_requests) if run.preemptions else tr("no preemption"))
+    summary = tr("this run: {steps} steps, {ms:.1f} ms modelled · {preempted} · peak {peak} running",
+                 steps=run.num_steps, ms=run.time_ms, preempted=preempted, peak=run.peak_running)
     out = [f'<g class="metrics" data-steps="{run.num_steps}" data-preemptions="{run.preemptions}">',
-           _text(PAD, top + 12, summary, weight="bold", cls="summary")]
+           _text(PAD, top + 12, str(summary), weight="bold", cls="summary")]
     out += _ttft_chart(run, PAD, top + LINE + 18, axis)
     out += _gap_chart(run, PAD + CHART_W + 60, top + LINE + 18)
     out.append("</g>")
@@ -340,7 +360,7 @@ def panel_elements(run: LabRun, top: float, *, ttft_axis_ms: float | None = None
 
 def scheduler_svg(run: LabRun, index: int) -> str:
     """The lab's picture: the settings, step ``index`` of the run (the replay's frame) and the run's metrics."""
-    header = _text(PAD, PAD + 12, run.settings.caption, weight="bold", cls="settings")
+    header = _text(PAD, PAD + 12, str(run.settings.caption), weight="bold", cls="settings")
     frame, height = frame_elements(run.trace, index)
     body = [header, f'<g class="frame" transform="translate(0,{LINE + 4})">', *frame, "</g>"]
     panel, bottom = panel_elements(run, LINE + 4 + height)
@@ -373,8 +393,8 @@ def scheduler_grid_svg(runs: Sequence[LabRun], *, columns: int = 2) -> str:
         out += [f'<g class="lab-run" data-state="{escape(run.state)}">',
                 f'<svg x="{x:g}" y="{y:g}" width="{tile_w * scale:g}" height="{tile_h * scale:g}" '
                 f'viewBox="0 0 {tile_w:g} {tile_h:g}">',
-                f'<rect width="{tile_w:g}" height="{tile_h:g}" fill="#FFFFFF" stroke="#999999"/>',
-                _text(PAD, 14, run.settings.caption, weight="bold", cls="settings"), *panel, "</svg>", "</g>"]
+                f'<rect width="{tile_w:g}" height="{tile_h:g}" fill="#FFFFFF" stroke="#999999"/>',  # en: not shown to readers
+                _text(PAD, 14, str(run.settings.caption), weight="bold", cls="settings"), *panel, "</svg>", "</g>"]
     rows = -(-len(runs) // columns)
     cols = min(columns, len(runs))
     width, height = cols * tile_w * scale + (cols - 1) * PAD, rows * tile_h * scale + (rows - 1) * PAD

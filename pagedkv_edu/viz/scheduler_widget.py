@@ -18,8 +18,9 @@ import ipywidgets as widgets
 from ..engine.config import POLICIES
 from ..sim.decode_cost import StepCost
 from ..workload import Request
+from .language import tr
 from .render import ERROR_COLOUR
-from .scheduler_lab import SchedulerLab, SchedulerSettings
+from .scheduler_lab import SchedulerLab, SchedulerSettings, memory_label
 
 NO_CAP = 0
 """What a slider holds for "no cap" (ipywidgets' sliders cannot hold None); the engine's setting is then None."""
@@ -46,7 +47,7 @@ def _options(values: Sequence[Any], current: Any, label: Callable[[Any], str] = 
 def _cap_options(values: Sequence[int], current: int | None) -> list[tuple[str, int]]:
     """As :func:`_options`, for a cap: "no cap" last, where a slider's largest value goes."""
     finite = [v for v in values if v != NO_CAP]
-    return _options(finite, finite[0] if current is None else current) + [("no cap", NO_CAP)]
+    return _options(finite, finite[0] if current is None else current) + [(str(tr("no cap")), NO_CAP)]
 
 
 class SchedulerWidget(widgets.VBox):
@@ -57,22 +58,24 @@ class SchedulerWidget(widgets.VBox):
         self.state = SchedulerLab(settings, requests=requests, cost=cost, index=index)
         s = self.state.settings
         wide = widgets.Layout(width="330px")
-        self.memory = widgets.Dropdown(options=list(POLICIES), value=s.memory, description="memory",
+        self.memory = widgets.Dropdown(options=[(str(memory_label(p)), p) for p in POLICIES], value=s.memory,
+                                       description=str(tr("memory")),
                                        layout=widgets.Layout(width="220px"))
         self.token_budget = widgets.SelectionSlider(
             options=_cap_options(TOKEN_BUDGETS, s.max_num_batched_tokens),
-            value=_cap(s.max_num_batched_tokens), description="token budget", continuous_update=False, layout=wide)
+            value=_cap(s.max_num_batched_tokens), description=str(tr("token budget")), continuous_update=False,
+            layout=wide)
         self.watermark = widgets.SelectionSlider(options=_options(WATERMARKS, s.watermark, lambda v: f"{v:g}"),
-                                                 value=s.watermark, description="watermark",
+                                                 value=s.watermark, description=str(tr("watermark")),
                                                  continuous_update=False, layout=wide)
         self.max_num_seqs = widgets.SelectionSlider(options=_cap_options(SEATS, s.max_num_seqs),
-                                                    value=_cap(s.max_num_seqs), description="seats",
+                                                    value=_cap(s.max_num_seqs), description=str(tr("seats")),
                                                     continuous_update=False, layout=wide)
         self.kv_budget = widgets.SelectionSlider(options=_options(KV_BUDGETS, s.kv_budget_tokens),
-                                                 value=s.kv_budget_tokens, description="KV tokens",
+                                                 value=s.kv_budget_tokens, description=str(tr("KV tokens")),
                                                  continuous_update=False, layout=wide)
         self.step = widgets.IntSlider(value=self.state.index, min=0, max=self.state.num_frames - 1,
-                                      description="step", layout=widgets.Layout(width="560px"))
+                                      description=str(tr("step")), layout=widgets.Layout(width="560px"))
         for control in (self.memory, self.token_budget, self.watermark, self.max_num_seqs, self.kv_budget, self.step):
             control.style.description_width = "90px"
         self.message = widgets.HTML()
@@ -101,8 +104,8 @@ class SchedulerWidget(widgets.VBox):
         try:
             action(value)
         except ValueError as exc:  # nothing changed in the state: say why, and show the controls as drawn
-            self.message.value = (f'<span class="refusal" style="color:{ERROR_COLOUR}">refused: '
-                                  f'{escape(str(exc))}</span>')
+            self.message.value = (f'<span class="refusal" style="color:{ERROR_COLOUR}">'  # en: not shown to readers
+                                  f'{tr("refused: {reason}", reason=escape(str(exc)))}</span>')
             self._sync_controls()
             return
         self.message.value = ""
@@ -129,8 +132,9 @@ class SchedulerWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         bundle["image/svg+xml"] = self.state.svg()
-        bundle["text/plain"] = (f"scheduler lab: {self.state.settings.caption}; step {self.state.index + 1} of "
-                                f"{self.state.num_frames}, {self.state.run.preemptions} preemptions")
+        bundle["text/plain"] = str(tr("scheduler lab: {caption}; step {step} of {steps}, {preemptions} preemptions",
+                                      caption=self.state.settings.caption, step=self.state.index + 1,
+                                      steps=self.state.num_frames, preemptions=self.state.run.preemptions))
         return bundle
 
 

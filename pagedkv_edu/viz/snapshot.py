@@ -16,6 +16,7 @@ from typing import Any
 from ..core.block_manager import MemoryUsage, memory_usage
 from ..core.block_pool import BlockPool
 from ..core.block_table import BlockTable
+from .language import Message, tr
 
 
 @dataclass(frozen=True)
@@ -150,13 +151,24 @@ class Snapshot:
         """Empty share of the allocated slots: one minus the utilisation."""
         return 1.0 - self.usage.utilisation
 
-    def summary(self) -> str:
-        """The counters as one line of text (the static picture's text/plain)."""
-        n = len(self.tables)
-        line = (f"{self.num_used} of {self.num_blocks} blocks used, {self.num_free} free; "
-                f"{self.num_tokens} tokens in {n} request{'' if n == 1 else 's'}; "
-                f"waste {self.waste_slots} slots ({100 * self.waste_fraction:.1f}%)")
-        return line + (f"; {self.num_other} held by other requests" if self.num_other else "")
+    def summary(self) -> Message:
+        """The counters as one line of text (the static picture's text/plain), in the reader's language when shown."""
+        counts = dict(used=self.num_used, total=self.num_blocks, free=self.num_free, tokens=self.num_tokens,
+                      n=len(self.tables), waste=self.waste_slots, percent=100 * self.waste_fraction)
+        one = counts["n"] == 1
+        if self.num_other and one:
+            return tr("{used} of {total} blocks used, {free} free; {tokens} tokens in {n} request; "
+                      "waste {waste} slots ({percent:.1f}%); {other} held by other requests",
+                      other=self.num_other, **counts)
+        if self.num_other:
+            return tr("{used} of {total} blocks used, {free} free; {tokens} tokens in {n} requests; "
+                      "waste {waste} slots ({percent:.1f}%); {other} held by other requests",
+                      other=self.num_other, **counts)
+        if one:
+            return tr("{used} of {total} blocks used, {free} free; {tokens} tokens in {n} request; "
+                      "waste {waste} slots ({percent:.1f}%)", **counts)
+        return tr("{used} of {total} blocks used, {free} free; {tokens} tokens in {n} requests; "
+                  "waste {waste} slots ({percent:.1f}%)", **counts)
 
 
 def snapshot(source: Any, tables: Mapping[Hashable, BlockTable] | None = None, **state: Any) -> Snapshot:

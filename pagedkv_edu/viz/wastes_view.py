@@ -21,6 +21,7 @@ from ..checks import check_whole
 from ..sim.contiguous import ALLOCATORS, RESERVE_POLICIES, make_arena, reservation_size
 from ..sim.simulate import WASTE_KINDS, SimResult, simulate
 from ..workload import MAX_SEQ_LEN, Request
+from .language import Message, tr
 from .render import FREE_COLOUR, svg_document
 
 KINDS = ("used", *WASTE_KINDS, "free")    # bottom to top of the timeline, as chapter 1's matplotlib timeline
@@ -31,14 +32,18 @@ COLOURS: dict[str, str] = {
     "external": "#CC6677",        # rose
     "free": FREE_COLOUR,
 }
-LABELS: dict[str, str] = {
-    "used": "holds tokens",
-    "over_reserved": "over-reserved (used later)",
-    "internal": "internal fragmentation (never used)",
-    "external": "external fragmentation (holes too small)",
-    "free": "free",
+LABELS: dict[str, Message] = {
+    "used": tr("holds tokens"),
+    "over_reserved": tr("over-reserved (used later)"),
+    "internal": tr("internal fragmentation (never used)"),
+    "external": tr("external fragmentation (holes too small)"),
+    "free": tr("free"),
 }
 SYSTEM_LABELS: dict[str, str] = {"max": "Max", "pow2": "Pow2", "oracle": "Oracle", "paged": "vLLM"}
+"""The systems' names, the same in every language."""
+ALLOCATOR_LABELS: dict[str, Message] = {"first-fit": tr("first-fit"), "buddy": tr("buddy")}
+"""What the allocator control and the pictures show for each of ALLOCATORS (the values stay code)."""
+ARENA_LABELS: dict[str, Message] = {"first-fit": tr("first-fit arena"), "buddy": tr("buddy arena")}
 PAPER_COLOUR = "#BBBBBB"          # Tol's grey: the paper's bars
 MAX_COLUMNS = 240                 # the timeline's resolution: a run of 16,000 steps is averaged into 240 columns
 
@@ -153,25 +158,29 @@ class WastesState:
 
         The simulator's own refusal lists every request id; this one names the input to change.
         """
-        if policy not in RESERVE_POLICIES:
+        if policy not in RESERVE_POLICIES:      # not a choice the widget offers: a caller's mistake
             raise ValueError(f"unknown reservation policy {policy!r}; choose one of {RESERVE_POLICIES}")
         if allocator not in ALLOCATORS:
             raise ValueError(f"unknown allocator {allocator!r}; choose one of {ALLOCATORS}")
-        check_whole("KV budget", budget, 1)
+        check_whole("KV budget", budget, 1)   # en: not shown to readers (the widget's slider starts at 1,024)
         check_whole("max_seq_len", max_seq_len, 1)
         longest = max(self.requests, key=lambda r: r.final_len)
         if longest.final_len > max_seq_len:
-            raise ValueError(f"max_seq_len={max_seq_len:,} refused: request {longest.request_id} reaches "
-                             f"{longest.final_len:,} tokens ({longest.prompt_len:,} prompt + {longest.output_len:,} "
-                             f"output); raise max_seq_len to at least {longest.final_len:,}")
+            raise ValueError(tr("max_seq_len={max_seq_len:,} refused: request {request} reaches {final:,} tokens "
+                                "({prompt:,} prompt + {output:,} output); raise max_seq_len to at least {final:,}",
+                                max_seq_len=max_seq_len, request=longest.request_id, final=longest.final_len,
+                                prompt=longest.prompt_len, output=longest.output_len))
         largest = max(reservation_size(r.prompt_len, r.output_len, max_seq_len, policy) for r in self.requests)
         room = make_arena(budget, allocator).max_allocation
         if largest > room:
-            space = (f"the largest block ({room:,} slots) of a {budget:,}-slot buddy arena" if allocator == "buddy"
-                     else f"the whole {budget:,}-slot arena")
-            fix = "raise the budget" + ("" if policy == "oracle" else " or lower max_seq_len")   # Oracle ignores it
-            raise ValueError(f"KV budget={budget:,} refused: {SYSTEM_LABELS[policy]} reserves up to {largest:,} slots "
-                             f"for one request (max_seq_len={max_seq_len:,}), more than {space}; {fix}")
+            space = (tr("the largest block ({room:,} slots) of a {budget:,}-slot buddy arena", room=room, budget=budget)
+                     if allocator == "buddy" else tr("the whole {budget:,}-slot arena", budget=budget))
+            fix = (tr("raise the budget") if policy == "oracle"            # Oracle's reservation ignores max_seq_len
+                   else tr("raise the budget or lower max_seq_len"))
+            raise ValueError(tr("KV budget={budget:,} refused: {system} reserves up to {largest:,} slots for one "
+                                "request (max_seq_len={max_seq_len:,}), more than {space}; {fix}", budget=budget,
+                                system=SYSTEM_LABELS[policy], largest=largest, max_seq_len=max_seq_len, space=space,
+                                fix=fix))
 
 
 # --- drawing -------------------------------------------------------------------------------------
@@ -183,8 +192,9 @@ FIG_X, FIG_W = 640, 220                           # the Figure 2 panel, to the r
 
 def _text(x: float, y: float, content: str, *, size: int = 11, anchor: str = "start", colour: str = "#000000",
           weight: str = "normal") -> str:
+    """A text element; ``content`` a :class:`~.language.Message` is written in the reader's language."""
     return (f'<text x="{x:.1f}" y="{y:.1f}" font-family="sans-serif" font-size="{size}" text-anchor="{anchor}" '
-            f'fill="{colour}" font-weight="{weight}">{escape(content)}</text>')
+            f'fill="{colour}" font-weight="{weight}">{escape(str(content))}</text>')
 
 
 def _timeline(frame: WastesFrame, x0: float, y0: float, w: float, h: float, axes: bool) -> list[str]:
@@ -196,7 +206,7 @@ def _timeline(frame: WastesFrame, x0: float, y0: float, w: float, h: float, axes
     """
     cols = len(frame.timeline)
     out = [f'<g class="timeline" data-columns="{cols}">',
-           f'<rect data-kind="free" x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="{h:.1f}" '
+           f'<rect data-kind="free" x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="{h:.1f}" '  # en: not shown to readers
            f'fill="{COLOURS["free"]}"/>']
     xs = [x0 + w * (i + 0.5) / cols for i in range(cols)]
     base = y0 + h
@@ -204,14 +214,15 @@ def _timeline(frame: WastesFrame, x0: float, y0: float, w: float, h: float, axes
         tops = [base - h * sum(column[:k + 1]) for column in frame.timeline]
         edge = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, tops))
         path = f"M{x0:.1f},{base:.1f} {x0:.1f},{tops[0]:.1f} {edge} {x0 + w:.1f},{tops[-1]:.1f} {x0 + w:.1f},{base:.1f}Z"
-        out.append(f'<path data-kind="{KINDS[k]}" d="{path}" fill="{COLOURS[KINDS[k]]}"/>')
+        out.append(f'<path data-kind="{KINDS[k]}" d="{path}" fill="{COLOURS[KINDS[k]]}"/>')  # en: not shown to readers
     out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" stroke="#444444"/>')
     if axes:
         for share in (0, 0.5, 1):
             y = y0 + h * (1 - share)
             out.append(_text(x0 - 4, y + 4, f"{share:.0%}", size=10, anchor="end", colour="#333333"))
-        out.append(_text(x0, y0 + h + 13, "step 0", size=10, colour="#333333"))
-        out.append(_text(x0 + w, y0 + h + 13, f"step {frame.total_steps:,}", size=10, anchor="end", colour="#333333"))
+        out.append(_text(x0, y0 + h + 13, tr("step {step:,}", step=0), size=10, colour="#333333"))
+        out.append(_text(x0 + w, y0 + h + 13, tr("step {step:,}", step=frame.total_steps), size=10, anchor="end",
+                         colour="#333333"))
     out.append("</g>")
     return out
 
@@ -223,7 +234,7 @@ def _utilisation_bar(frame: WastesFrame, x0: float, y0: float, w: float) -> list
     x = x0
     for kind, share in shares.items():
         if share > 0:
-            out.append(f'<rect data-kind="{kind}" x="{x:.1f}" y="{y0:.1f}" width="{w * share:.1f}" height="16" '
+            out.append(f'<rect data-kind="{kind}" x="{x:.1f}" y="{y0:.1f}" width="{w * share:.1f}" height="16" '  # en: not shown to readers
                        f'fill="{COLOURS[kind]}"/>')
         x += w * share
     out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" height="16" fill="none" stroke="#444444"/>')
@@ -231,7 +242,7 @@ def _utilisation_bar(frame: WastesFrame, x0: float, y0: float, w: float) -> list
     px = x0 + w * paper
     out.append(f'<line x1="{px:.1f}" y1="{y0 - 4:.1f}" x2="{px:.1f}" y2="{y0 + 20:.1f}" stroke="#000000" '
                f'stroke-width="2" stroke-dasharray="3,2"/>')
-    out.append(_text(px, y0 - 6, f"paper {paper:.1%}", size=10, anchor="middle"))
+    out.append(_text(px, y0 - 6, tr("paper {share:.1%}", share=paper), size=10, anchor="middle"))
     out.append("</g>")
     return out
 
@@ -240,7 +251,8 @@ def _legend(frame: WastesFrame, x0: float, y0: float, columns: int) -> list[str]
     """Each kind's swatch, name and share of the held slots (free: of the budget, averaged over the run)."""
     shares = {"used": frame.utilisation, **{k: frame.waste[k] for k in WASTE_KINDS}}
     out = ['<g class="legend">']
-    entries = [*((k, f"{LABELS[k]}: {shares[k]:.1%}") for k in shares), ("free", "free (not held)")]
+    entries = [*((k, tr("{label}: {share:.1%}", label=LABELS[k], share=shares[k])) for k in shares),
+               ("free", tr("free (not held)"))]
     for i, (kind, label) in enumerate(entries):
         row, col = divmod(i, columns)
         x, y = x0 + col * 270, y0 + row * 15
@@ -255,8 +267,8 @@ def _figure2(frame: WastesFrame, x0: float, y0: float, w: float, h: float) -> li
     """The paper's Figure 2 utilisations as grey bars, and this run's beside its own system's."""
     systems = [s for s in SYSTEM_LABELS if s in frame.paper]
     slot = w / len(systems)
-    out = ['<g class="figure2">', _text(x0, y0 - 24, "Utilisation: the paper's Figure 2", size=11, weight="bold"),
-           _text(x0, y0 - 10, "and this run (indigo)", size=10, colour="#333333"),
+    out = ['<g class="figure2">', _text(x0, y0 - 24, tr("Utilisation: the paper's Figure 2"), size=11, weight="bold"),
+           _text(x0, y0 - 10, tr("and this run (indigo)"), size=10, colour="#333333"),
            f'<line x1="{x0:.1f}" y1="{y0 + h:.1f}" x2="{x0 + w:.1f}" y2="{y0 + h:.1f}" stroke="#444444"/>']
     for i, system in enumerate(systems):
         bars = [("paper", frame.paper[system], PAPER_COLOUR)]
@@ -265,7 +277,7 @@ def _figure2(frame: WastesFrame, x0: float, y0: float, w: float, h: float) -> li
         bar_w = slot * 0.7 / len(bars)
         for j, (who, value, colour) in enumerate(bars):
             x = x0 + i * slot + slot * 0.15 + j * bar_w
-            out.append(f'<rect data-system="{system}" data-who="{who}" data-value="{value:.3f}" x="{x:.1f}" '
+            out.append(f'<rect data-system="{system}" data-who="{who}" data-value="{value:.3f}" x="{x:.1f}" '  # en: not shown to readers
                        f'y="{y0 + h * (1 - value):.1f}" width="{bar_w:.1f}" height="{h * value:.1f}" fill="{colour}" '
                        f'stroke="#444444" stroke-width="0.5"/>')
             out.append(_text(x + bar_w / 2, y0 + h * (1 - value) - 3, f"{value:.0%}", size=9, anchor="middle"))
@@ -276,22 +288,24 @@ def _figure2(frame: WastesFrame, x0: float, y0: float, w: float, h: float) -> li
     return out
 
 
-def _title(frame: WastesFrame) -> str:
-    return (f"Orca ({SYSTEM_LABELS[frame.policy]}), {frame.allocator} arena · KV budget {frame.budget:,} slots · "
-            f"max_seq_len {frame.max_seq_len:,} · {frame.num_requests} requests")
+def _title(frame: WastesFrame) -> Message:
+    return tr("Orca ({system}), {arena} · KV budget {budget:,} slots · max_seq_len {max_seq_len:,} · "
+              "{requests} requests", system=SYSTEM_LABELS[frame.policy], arena=ARENA_LABELS[frame.allocator],
+              budget=frame.budget, max_seq_len=frame.max_seq_len, requests=frame.num_requests)
 
 
-def _subtitle(frame: WastesFrame) -> str:
-    return (f"{frame.utilisation:.1%} of the held slots hold tokens; at most {frame.peak_concurrency} run at once; "
-            f"{frame.total_steps:,} steps; a request waits {frame.mean_queue_delay:,.0f} steps on average")
+def _subtitle(frame: WastesFrame) -> Message:
+    return tr("{share:.1%} of the held slots hold tokens; at most {peak} run at once; {steps:,} steps; a request "
+              "waits {delay:,.0f} steps on average", share=frame.utilisation, peak=frame.peak_concurrency,
+              steps=frame.total_steps, delay=frame.mean_queue_delay)
 
 
 def wastes_svg(frame: WastesFrame) -> str:
     """The frame as SVG: the budget's slots over the run, the utilisation bar, and Figure 2 beside them."""
     body = [_text(12, 20, _title(frame), size=13, weight="bold"), _text(12, 38, _subtitle(frame), colour="#333333"),
-            _text(TL_X, TL_Y - 6, "where the KV budget's slots are, step by step", size=10, colour="#333333"),
+            _text(TL_X, TL_Y - 6, tr("where the KV budget's slots are, step by step"), size=10, colour="#333333"),
             *_timeline(frame, TL_X, TL_Y, TL_W, TL_H, axes=True),
-            _text(TL_X, BAR_Y - 22, "the held slots over the whole run", size=10, colour="#333333"),
+            _text(TL_X, BAR_Y - 22, tr("the held slots over the whole run"), size=10, colour="#333333"),
             *_utilisation_bar(frame, TL_X, BAR_Y, TL_W),
             *_legend(frame, TL_X, BAR_Y + 36, columns=2),
             *_figure2(frame, FIG_X, TL_Y + 30, FIG_W, TL_H - 30)]
@@ -312,10 +326,12 @@ def wastes_grid_svg(frames: Sequence[WastesFrame], columns: int = 2) -> str:
         r, c = divmod(i, columns)
         x, y = 12 + c * (CELL_W + 16), 12 + r * (CELL_H + 12)
         body.append(f'<g class="cell" data-state="{escape(frame.data_state)}">')
-        body.append(_text(x, y + 12, f"{SYSTEM_LABELS[frame.policy]}, {frame.allocator}: "
-                                     f"{frame.utilisation:.1%} hold tokens", size=12, weight="bold"))
-        body.append(_text(x, y + 26, f"budget {frame.budget:,} · max_seq_len {frame.max_seq_len:,} · "
-                                     f"peak {frame.peak_concurrency} running · {frame.total_steps:,} steps",
+        body.append(_text(x, y + 12, tr("{system}, {allocator}: {share:.1%} hold tokens",
+                                        system=SYSTEM_LABELS[frame.policy], allocator=ALLOCATOR_LABELS[frame.allocator],
+                                        share=frame.utilisation), size=12, weight="bold"))
+        body.append(_text(x, y + 26, tr("budget {budget:,} · max_seq_len {max_seq_len:,} · peak {peak} running · "
+                                        "{steps:,} steps", budget=frame.budget, max_seq_len=frame.max_seq_len,
+                                        peak=frame.peak_concurrency, steps=frame.total_steps),
                           size=10, colour="#333333"))
         body += _timeline(frame, x, y + 34, CELL_W, 80, axes=False)
         body += _utilisation_bar(frame, x, y + 132, CELL_W)
@@ -336,6 +352,6 @@ def _legend_keys(x0: float, y0: float) -> list[str]:
         out.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{COLOURS[kind]}" '
                    f'stroke="#444444" stroke-width="0.5"/>')
         out.append(_text(x + 14, y, LABELS[kind], size=10))
-    out.append(_text(x0 + 580, y0 + 15, "dashed tick: the paper's figure", size=10))
+    out.append(_text(x0 + 580, y0 + 15, tr("dashed tick: the paper's figure"), size=10))
     out.append("</g>")
     return out

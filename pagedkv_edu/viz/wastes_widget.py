@@ -16,8 +16,9 @@ import ipywidgets as widgets
 
 from ..sim.contiguous import ALLOCATORS, RESERVE_POLICIES
 from ..workload import MAX_SEQ_LEN, Request
+from .language import tr
 from .render import ERROR_COLOUR
-from .wastes_view import SYSTEM_LABELS, WastesState, wastes_svg
+from .wastes_view import ALLOCATOR_LABELS, SYSTEM_LABELS, WastesState, wastes_svg
 
 BUDGET_STEP = 1024          # the budget slider's step, in slots: half a 2,048-slot reservation
 SEQ_LEN_STEP = 256
@@ -30,13 +31,14 @@ class WastesWidget(widgets.VBox):
                  allocator: str = "first-fit", budget: int = 10 * MAX_SEQ_LEN,
                  max_seq_len: int = MAX_SEQ_LEN) -> None:
         self.state = WastesState(requests, paper, policy, allocator, budget, max_seq_len)
+        # Labels in the reader's language (a trait keeps a str's English value, so each is rendered here).
         self.policy = widgets.Dropdown(options=[(f"Orca ({SYSTEM_LABELS[p]})", p) for p in RESERVE_POLICIES],
-                                       value=self.state.policy, description="reserve")
-        self.allocator = widgets.Dropdown(options=list(ALLOCATORS), value=self.state.allocator,
-                                          description="allocator")
+                                       value=self.state.policy, description=str(tr("reserve")))
+        self.allocator = widgets.Dropdown(options=[(str(ALLOCATOR_LABELS[a]), a) for a in ALLOCATORS],
+                                          value=self.state.allocator, description=str(tr("allocator")))
         self.budget = widgets.IntSlider(value=self.state.budget, min=BUDGET_STEP,
                                         max=max(40 * BUDGET_STEP, self.state.budget), step=BUDGET_STEP,
-                                        description="KV budget", continuous_update=False,
+                                        description=str(tr("KV budget")), continuous_update=False,
                                         layout=widgets.Layout(width="420px"))
         self.max_seq_len = widgets.IntSlider(value=self.state.max_seq_len, min=4 * SEQ_LEN_STEP,
                                              max=max(16 * SEQ_LEN_STEP, self.state.max_seq_len), step=SEQ_LEN_STEP,
@@ -55,8 +57,8 @@ class WastesWidget(widgets.VBox):
             self.state.update(policy=self.policy.value, allocator=self.allocator.value, budget=self.budget.value,
                               max_seq_len=self.max_seq_len.value)
         except ValueError as exc:
-            self.message.value = (f'<span style="color:{ERROR_COLOUR}">{escape(str(exc))}. The picture still shows '
-                                  f'the last accepted setting.</span>')
+            note = tr("{reason}. The picture still shows the last accepted setting.", reason=str(exc))
+            self.message.value = f'<span style="color:{ERROR_COLOUR}">{escape(str(note))}</span>'  # en: not shown to readers
             return
         self.message.value = ""
         self.drawing.value = wastes_svg(self.state.frame())
@@ -70,7 +72,8 @@ class WastesWidget(widgets.VBox):
         bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
         frame = self.state.frame()
         bundle["image/svg+xml"] = wastes_svg(frame)
-        bundle["text/plain"] = (f"wastes widget: Orca ({SYSTEM_LABELS[frame.policy]}), {frame.allocator}, budget "
-                                f"{frame.budget:,}, max_seq_len {frame.max_seq_len:,}: {frame.utilisation:.1%} of the "
-                                f"held slots hold tokens")
+        bundle["text/plain"] = str(tr("wastes widget: Orca ({system}), {allocator}, budget {budget:,}, max_seq_len "
+                                      "{max_seq_len:,}: {share:.1%} of the held slots hold tokens",
+                                      system=SYSTEM_LABELS[frame.policy], allocator=ALLOCATOR_LABELS[frame.allocator],
+                                      budget=frame.budget, max_seq_len=frame.max_seq_len, share=frame.utilisation))
         return bundle

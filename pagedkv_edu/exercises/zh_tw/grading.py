@@ -14,7 +14,7 @@ MESSAGES: dict[str, str] = {
     "not solved yet ({why})": "尚未解答（{why}）",
     "({passed} of {total} cases passed before this one; later cases not run)":
         "（在這個案例之前，{total} 個案例中通過了 {passed} 個；之後的案例沒有執行）",
-    "{count} cases": "{count} 個案例",
+    "{name} ({count} cases)": "{name}（{count} 個案例）",
     "value": "值",
     "expected a flat list of {what}s, got a tensor of shape {shape}": "應為由{what}組成的扁平串列，卻得到形狀為 {shape} 的張量",
     "expected integer {what}s, got a tensor of dtype {dtype} (give it an integer dtype, e.g. torch.long)":

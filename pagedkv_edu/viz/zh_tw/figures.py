@@ -144,7 +144,7 @@ MESSAGES: dict[str, str] = {
     "share of the KV budget": "佔 KV 預算的比例",
     "{policy} ({rule}): {share} of held slots hold tokens": "{policy}（{rule}）：佔用的槽位中有 {share} 存著 token",
     "block size {block_size}": "區塊大小 {block_size}",
-    "reserve = {reserve}": "reserve = {reserve}",
+    "reserve = {reserve}": "預留 = {reserve}",
     "arena slot": "arena 槽位",
     "free hole": "空閒孔洞",
     "holds tokens": "存著 token",
