@@ -33,7 +33,8 @@ import translations  # noqa: E402  (scripts/ is not a package)
 EXERCISES = ROOT / "pagedkv_edu" / "exercises"
 VIZ = ROOT / "pagedkv_edu" / "viz"
 GRADERS = sorted(p for p in EXERCISES.glob("*.py") if p.name not in {"messages.py"}) + \
-    sorted(p for p in VIZ.glob("*.py") if p.name not in {"language.py", "figure_text.py"})   # the mechanism itself
+    sorted(p for p in VIZ.glob("*.py") if p.name not in {"language.py", "figure_text.py"}) + \
+    [ROOT / "pagedkv_edu" / "engine" / "guards.py"]    # the engine's checks on a reader's part, handed tr
 PROSE = re.compile(r"[A-Za-z]{2,}[ ,;:']+[A-Za-z]{2,}")
 EXEMPT = "# en: not shown to readers"
 ENGLISH_ONLY_FIELDS = {"s", "es", "plural"}     # "{n} token{s}": Chinese has no plural to fill in
@@ -52,7 +53,9 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def _is_tr(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tr"
+    """``tr(...)``, or ``self.tr(...)`` (a part handed its translator: the engine's guards)."""
+    return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == "tr"
+                                           or isinstance(node.func, ast.Attribute) and node.func.attr == "tr")
 
 
 def templates(path: Path) -> Iterator[tuple[int, str | None]]:

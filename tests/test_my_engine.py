@@ -145,6 +145,24 @@ def test_a_broken_part_stops_the_engine_with_a_message(broken: type, message: st
         serve(memory)
 
 
+@pytest.mark.parametrize("broken, message", [
+    (RaisesInside, r"grow\(.*\) 引發了 OutOfBlocksError："),
+    (CountsAPartialBlockFull, r"grow\(.*\)：區塊表 \[.*\] 為 \d+ 個 token 配了 \d+ 個區塊"),
+    (HalfAppliesARefusal, r"admit\(.*\)：拒絕了（None），卻改動了記憶體"),
+    (ReturnsTheWholeTableOnGrowth, r"grow\(.*\)：回傳了 \[.*\]，但區塊表從"),
+    (ForgetsToRelease, r"release\(.*\)：釋放之後，這條序列仍佔著區塊"),
+    (NamesAFreeBlock, r"admit\(.*\)：區塊表 \[.*\] 列出了它並未佔用的區塊"),
+])
+@pytest.mark.usefixtures("zh_tw")
+def test_the_engines_checks_speak_the_readers_language(broken: type, message: str) -> None:
+    """The engine sits below the language module: the graders' layer hands the check its translator."""
+    from pagedkv_edu.viz.language import tr
+
+    memory = CheckedMemory(broken(BlockPool(12, 4), 64), tr("your block manager ({path})", path="test"), tr=tr)
+    with pytest.raises(PartError, match=r"^你的區塊管理器（test）：" + message):
+        serve(memory)
+
+
 # --- chapter 8's prefix cache: a part that is a module of three functions -------------------------------
 PREFIX_SOLUTION = Path(prefix_solution.__file__)
 

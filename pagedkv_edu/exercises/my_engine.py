@@ -256,7 +256,7 @@ class Parts:
         elif enable_prefix_caching:
             factory = lambda p: PrefixCache(p, hash_fn)                # noqa: E731
         mine = self.manager_class(pool, max_seq_len, watermark_blocks=watermark_blocks, prefix_cache=factory)
-        return CheckedMemory(mine, tr("your block manager ({path})", path=PARTS["block_manager"].path()))
+        return CheckedMemory(mine, tr("your block manager ({path})", path=PARTS["block_manager"].path()), tr=tr)
 
     def over(self, pool: BlockPool, max_seq_len: int | None = None) -> Any:
         """A block manager over an existing pool (the explorer's), yours or the shipped one."""
