@@ -146,7 +146,7 @@ def test_kv_bytes_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str
     assert ch0.check_kv_bytes_per_token(wrong) is False
     out = capsys.readouterr().out
     assert out.startswith(("✗ kv_bytes_per_token（每個 token 的 KV 位元組）：未通過",
-                           "○ kv_bytes_per_token（每個 token 的 KV 位元組）：尚未解答")), out
+                           "○ kv_bytes_per_token（每個 token 的 KV 位元組）：尚未作答")), out
     assert untranslated(out) == []
 
 

@@ -93,7 +93,7 @@ def test_first_fit_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[st
     wrong = {**FIT_WRONG, "raises": lambda holes, size: holes[9], "stub": lambda holes, size: None}[name]
     assert ch1.check_first_fit(wrong) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ first_fit（首次適配）：未通過", "○ first_fit（首次適配）：尚未解答")), out
+    assert out.startswith(("✗ first_fit（首次適配）：未通過", "○ first_fit（首次適配）：尚未作答")), out
     assert untranslated(out) == []
 
 

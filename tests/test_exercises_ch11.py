@@ -181,7 +181,7 @@ def test_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> Non
     wrong = {**WRONG, "raises": lambda l, m, *a: m[len(m)], "stub": lambda *a: 0}[name]
     assert ch11.check_hybrid_choice(wrong) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ hybrid_choice（混合路由）：未通過", "○ hybrid_choice（混合路由）：尚未解答")), out
+    assert out.startswith(("✗ hybrid_choice（混合路由）：未通過", "○ hybrid_choice（混合路由）：尚未作答")), out
     assert untranslated(out) == []
 
 
@@ -190,5 +190,8 @@ def test_a_hint_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> None:
     ch11.check_hybrid_choice(WRONG[">= on the match ratio"])
     out = capsys.readouterr().out
     assert "比例恰好等於快取門檻 0.5：太弱，所以選最少負載的副本；SGLang 的判斷是 >，不是 >=" in out, out
-    with pytest.raises(ValueError, match="沒有名為 'no such case' 的案例；可用的案例有：balanced, a long match wins;"):
+    with pytest.raises(ValueError, match="沒有名為 'no such case' 的案例；可用的案例有：負載平衡，長匹配勝出;"):
         ch11.try_hybrid_choice(sol.hybrid_choice, "no such case")
+    shown = str(ch11.HYBRID_CASES[-1][0])              # a case by the name the grader showed, in Chinese
+    assert ch11.try_hybrid_choice(sol.hybrid_choice, shown) == \
+        ch11.try_hybrid_choice(sol.hybrid_choice, str.__str__(ch11.HYBRID_CASES[-1][0]))

@@ -310,7 +310,7 @@ def test_a_wrong_step_explains_in_zh_tw(name: str, tmp_path: Path) -> None:
     if source == "stub":
         source = _notebook_sources()["ch12-06"].partition("\n")[2]
     verdict, out = _grade(_save(tmp_path, source))
-    verdict_line = "○ step（引擎的一步）：尚未解答" if name == "stub" else "✗ step（引擎的一步）：未通過"
+    verdict_line = "○ step（引擎的一步）：尚未作答" if name == "stub" else "✗ step（引擎的一步）：未通過"
     assert verdict is False and out.startswith(verdict_line), out
     assert untranslated(out) == [], out
     missing = [s for s in said if s not in out]

@@ -630,7 +630,7 @@ def test_try_block_manager_returns_every_call_with_both_answers(tmp_path: Path,
 
 
 # --- in zh-TW: every wrong answer, a raise and the stub explained in Chinese, nothing left in English -------------
-ZH_FAILED, ZH_NOT_SOLVED = "：未通過", "：尚未解答"
+ZH_FAILED, ZH_NOT_SOLVED = "：未通過", "：尚未作答"
 
 
 def _not_yet(*args: object) -> None:

@@ -208,7 +208,7 @@ def test_gather_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixtu
     wrong = {**GATHER_WRONG, "raises": lambda cache, table, n: cache[99], "stub": _gather_stub}[name]
     assert check_gather_kv(wrong) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ gather_kv（經由區塊表收集 K/V）：未通過", "○ gather_kv（經由區塊表收集 K/V）：尚未解答")), out
+    assert out.startswith(("✗ gather_kv（經由區塊表收集 K/V）：未通過", "○ gather_kv（經由區塊表收集 K/V）：尚未作答")), out
     assert untranslated(out) == []
 
 

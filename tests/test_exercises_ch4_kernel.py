@@ -439,7 +439,7 @@ def test_the_kernel_grader_explains_in_zh_tw(kernel_variant, merge_variant, vari
     variant(kernel_variant if kernel is kernel_mutant else "none", merge_variant)
     ok, out = _verdict(kernel, merge_mutant, capsys)
     name = "paged_decode_kernel + merge_splits_kernel（分頁解碼核心）"
-    assert not ok and out.startswith((f"✗ {name}：未通過", f"○ {name}：尚未解答")), out
+    assert not ok and out.startswith((f"✗ {name}：未通過", f"○ {name}：尚未作答")), out
     assert untranslated(out) == [], out
     says = ZH[kernel_variant, merge_variant]
     assert says is None or says in out, out

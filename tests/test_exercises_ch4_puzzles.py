@@ -210,7 +210,7 @@ def test_puzzles_explain_in_zh_tw(check, kernel, capsys):
     assert check(kernel) is False
     out = capsys.readouterr().out
     name = _PUZZLE_NAMES[check]
-    assert out.startswith((f"✗ {name}：未通過", f"○ {name}：尚未解答")), out
+    assert out.startswith((f"✗ {name}：未通過", f"○ {name}：尚未作答")), out
     assert untranslated(out) == [], out
 
 
@@ -231,7 +231,7 @@ def test_online_softmax_explains_in_zh_tw(name, capsys, monkeypatch):
     assert grader.check_online_softmax_update(wrong) is False
     out = capsys.readouterr().out
     assert out.startswith(("✗ online_softmax_update（線上 softmax 更新）：未通過",
-                           "○ online_softmax_update（線上 softmax 更新）：尚未解答")), out
+                           "○ online_softmax_update（線上 softmax 更新）：尚未作答")), out
     assert untranslated(out) == [], out
 
 

@@ -548,7 +548,7 @@ def test_wrong_pieces_fail_in_zh_tw(key, zh_tw, capsys):
 def test_the_stub_is_not_solved_in_zh_tw(zh_tw, capsys):
     ok, out = _verdict(grader.check_tile_slots, stub, capsys)
     assert not ok and out.strip() == f"○ tile_slots（經由區塊表查槽位）：{grader.NOT_SOLVED}", out
-    assert "尚未解答（它引發 NotImplementedError）" in out and untranslated(out) == [], out
+    assert "尚未作答（它引發 NotImplementedError）" in out and untranslated(out) == [], out
     with pytest.raises(NotImplementedError, match="空白函式"):
         grader.try_tile_slots(stub)
 

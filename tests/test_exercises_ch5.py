@@ -164,7 +164,7 @@ def test_checker_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]
     wrong = {**{k: fn for k, (fn, _) in WRONG.items()}, "raises": lambda *a: 1 / 0, "stub": _raises}[name]
     assert check_step_layout(wrong) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ step_layout（一步的批次排列）：未通過", "○ step_layout（一步的批次排列）：尚未解答")), out
+    assert out.startswith(("✗ step_layout（一步的批次排列）：未通過", "○ step_layout（一步的批次排列）：尚未作答")), out
     assert untranslated(out) == []
 
 

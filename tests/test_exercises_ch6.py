@@ -119,7 +119,7 @@ def test_can_admit_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[st
     wrong = {**ADMIT_WRONG, "raises": lambda n, b, f, w, r: [][n], "stub": lambda *a: False}[name]
     assert ch6.check_can_admit(wrong) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ can_admit（允入判斷）：未通過", "○ can_admit（允入判斷）：尚未解答")), out
+    assert out.startswith(("✗ can_admit（允入判斷）：未通過", "○ can_admit（允入判斷）：尚未作答")), out
     assert untranslated(out) == []
 
 
@@ -357,7 +357,7 @@ def test_schedule_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str
     wrong = {**SCHEDULE_WRONG, "raises": lambda state: state.running[99], "stub": lambda state: None}[name]
     assert ch6.check_schedule(wrong) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ schedule（排程器的一步）：未通過", "○ schedule（排程器的一步）：尚未解答")), out
+    assert out.startswith(("✗ schedule（排程器的一步）：未通過", "○ schedule（排程器的一步）：尚未作答")), out
     assert untranslated(out) == []
 
 

@@ -913,7 +913,7 @@ def _not_yet(*args):
     raise NotImplementedError("your turn")
 
 
-ZH_FAILED, ZH_NOT_SOLVED = "：未通過", "：尚未解答"
+ZH_FAILED, ZH_NOT_SOLVED = "：未通過", "：尚未作答"
 
 
 def _zh_verdict(out: str, name: str) -> None:

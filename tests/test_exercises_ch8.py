@@ -206,7 +206,7 @@ def _stub(*args):
 def test_chain_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert ch8.check_block_hashes({**CHAIN_WRONG, "raises": _raises, "stub": _stub}[name]) is False
     out = capsys.readouterr().out
-    assert out.startswith(("✗ block_hashes (雜湊鏈)：未通過", "○ block_hashes (雜湊鏈)：尚未解答")), out
+    assert out.startswith(("✗ block_hashes (雜湊鏈)：未通過", "○ block_hashes (雜湊鏈)：尚未作答")), out
     assert untranslated(out) == []
 
 
@@ -340,7 +340,7 @@ def test_lookup_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[str])
     assert ch8.check_cached_prefix_blocks({**LOOKUP_WRONG, "raises": _raises, "stub": _stub}[name]) is False
     out = capsys.readouterr().out
     assert out.startswith(("✗ cached_prefix_blocks (最長已快取前綴)：未通過",
-                           "○ cached_prefix_blocks (最長已快取前綴)：尚未解答")), out
+                           "○ cached_prefix_blocks (最長已快取前綴)：尚未作答")), out
     assert untranslated(out) == []
 
 
@@ -438,7 +438,7 @@ def test_free_queue_explains_in_zh_tw(name: str, capsys: pytest.CaptureFixture[s
     assert ch8.check_free_queue(*{**FREE_WRONG, "raises": (_raises, _raises), "stub": (_stub, _stub)}[name]) is False
     out = capsys.readouterr().out
     assert out.startswith(("✗ free_blocks 與 touch（空閒佇列的順序）：未通過",
-                           "○ free_blocks 與 touch（空閒佇列的順序）：尚未解答")), out
+                           "○ free_blocks 與 touch（空閒佇列的順序）：尚未作答")), out
     assert untranslated(out) == []
 
 

@@ -79,7 +79,7 @@ def test_last_block_waste_explains_in_zh_tw(name: str, capsys: pytest.CaptureFix
     assert ch9.check_last_block_waste(wrong) is False
     out = capsys.readouterr().out
     assert out.startswith(("✗ last_block_waste（最後一個區塊的浪費）：未通過",
-                           "○ last_block_waste（最後一個區塊的浪費）：尚未解答")), out
+                           "○ last_block_waste（最後一個區塊的浪費）：尚未作答")), out
     assert untranslated(out) == []
 
 
@@ -88,4 +88,4 @@ def test_last_block_waste_hints_in_zh_tw(capsys: pytest.CaptureFixture[str]) -> 
     ch9.check_last_block_waste(WASTE_WRONG["filled, not empty"])
     assert "得到 9，應為 7（這是最後一個區塊裡已填入的槽位數" in capsys.readouterr().out
     ch9.check_last_block_waste(WASTE_WRONG["power-of-two mask"])
-    assert "只有在 B 是二的冪時，-n & (B - 1) 才等於浪費" in capsys.readouterr().out
+    assert "只有在 B 是二的冪次時，-n & (B - 1) 才等於浪費" in capsys.readouterr().out

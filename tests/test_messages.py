@@ -33,7 +33,7 @@ def test_setup_switches_the_graders_language(capsys: pytest.CaptureFixture[str])
     assert report("check_x", ["case 1: wrong"]) is False
     assert capsys.readouterr().out == "✗ check_x：未通過\n  case 1: wrong\n"
     assert report("check_y", [], not_solved="it raises NotImplementedError") is False
-    assert "尚未解答（it raises NotImplementedError）" in capsys.readouterr().out
+    assert "尚未作答（it raises NotImplementedError）" in capsys.readouterr().out
     assert check_prediction("free blocks", "空閒區塊", 10, 12) is False
     assert capsys.readouterr().out == "✗ 空閒區塊（free blocks）：你預測 10；量測結果 12\n"
 

@@ -1024,7 +1024,8 @@ def try_block_manager(path: str | Path = MANAGER_FILE, case: int | str = 0) -> d
     expected one, with both managers' tables and free queues after it. The records advance as the
     package's manager answered.
     """
-    chosen = MANAGER_CASES[case] if isinstance(case, int) else next(c for c in MANAGER_CASES if c.name == case)
+    chosen = MANAGER_CASES[case] if isinstance(case, int) else \
+        next(c for c in MANAGER_CASES if case in (c.name, str(c.name)))    # its English name or the one shown
     pair = ManagerPair(load_manager_class(path), chosen, path)
     calls = []
     for op in chosen.ops:
@@ -1036,4 +1037,4 @@ def try_block_manager(path: str | Path = MANAGER_FILE, case: int | str = 0) -> d
                           your_tables=None if mine is None else mine.tables, expected_tables=step.expected_state.tables,
                           your_free_queue=None if mine is None else mine.free_queue,
                           expected_free_queue=step.expected_state.free_queue))
-    return dict(case=chosen.name, pool=chosen.describe(), calls=calls)
+    return dict(case=str(chosen.name), pool=str(chosen.describe()), calls=calls)   # as a dict shows them: rendered

@@ -166,6 +166,9 @@ class StepView:
 
 
 COMPARED = ("scheduled", "preempted", "admitted", "failed", "tables", "waiting")
+FIELD_NAMES: dict[str, Message] = {    # what each compared field is shown as: the StepView's name, in the reader's words
+    "scheduled": tr("scheduled"), "preempted": tr("preempted"), "admitted": tr("admitted"), "failed": tr("failed"),
+    "tables": tr("tables"), "waiting": tr("waiting")}
 
 
 def _compared(view: StepView, name: str) -> Any:
@@ -492,7 +495,7 @@ def _diagnose(got: StepView, want: StepView) -> Message | str:
 
 
 def _differences(got: StepView, want: StepView) -> list[str]:
-    return [tr("{name}: got {got}, expected {expected}", name=name, got=short(_compared(got, name), 200),
+    return [tr("{name}: got {got}, expected {expected}", name=FIELD_NAMES[name], got=short(_compared(got, name), 200),
                expected=short(_compared(want, name), 200))
             for name in COMPARED if _compared(got, name) != _compared(want, name)]
 

@@ -299,7 +299,7 @@ class QueueCase:
 QUEUE_CASES: tuple[QueueCase, ...] = (
     QueueCase(tr("a request finishes, freed tail first: its partial block 2 to the front, its cached 1 and 0 to the "
                  "back"), 8, (("alloc", 3), ("cache", 0), ("cache", 1), ("free", (2, 1, 0)))),
-    QueueCase(tr("two uncached blocks freed together keep their order at the front"),
+    QueueCase(tr("three uncached blocks freed together keep their order at the front"),
               6, (("alloc", 4), ("cache", 0), ("free", (3, 2, 1, 0)))),
     QueueCase(tr("a block another request shares loses one reference and stays out of the queue"),
               6, (("alloc", 2), ("share", 0), ("cache", 0), ("free", (1, 0)), ("free", (0,)))),

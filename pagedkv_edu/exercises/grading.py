@@ -122,7 +122,9 @@ def rows_to_first_difference(step: Callable[[int], Any], expected: Iterable[Any]
             got, problem = None, describe(error)
         except NotSolved as stub:
             got, problem = None, tr("not solved yet ({why})", why=stub.args[0] if stub.args else "")
-        rows.append({"step": want.step, "before": want.before, "yours": got, "expected": want, "problem": problem})
+        before = str(want.before) if isinstance(want.before, Message) else want.before   # a dict shows its repr
+        rows.append({"step": want.step, "before": before, "yours": got, "expected": want,
+                     "problem": str(problem)})
         if got is None or differences(got, want):
             break
     return rows

@@ -26,7 +26,7 @@ __all__ = ["LANG_VAR", "LANGUAGES", "MESSAGES", "Message", "catalogue", "fields_
 MESSAGES: dict[str, dict[str, str]] = {
     "not_solved": {
         "en": "○ {name}: not solved yet ({why}). Write your version above and run the cell again.",
-        "zh-TW": "○ {name}：尚未解答（{why}）。請在上方寫下你的版本，再執行一次這個儲存格。",
+        "zh-TW": "○ {name}：尚未作答（{why}）。請在上方寫下你的版本，再執行一次這個儲存格。",
     },
     "passed": {"en": "✓ {name}: passed", "zh-TW": "✓ {name}：通過"},
     "passed_cases": {

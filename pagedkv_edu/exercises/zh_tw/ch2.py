@@ -188,7 +188,7 @@ MESSAGES: dict[str, str] = {
     "it asked the pool for more blocks than are free: count first, and return None, taking nothing, when they do not "
     "fit":
         "它向區塊池要的區塊比空閒的還多：先算好，放不下時回傳 None，一個區塊也不取",
-    "raised {kind}: {error}, at `{line}`": "引發了 {kind}：{error}，位置在 `{line}`",
+    "raised {kind}: {error}, at `{line}`": "引發了 {kind}：{error}，出錯的那一行：`{line}`",
 
     # --- the block manager: the report ------------------------------------------------------------------------
     "{case}:": "{case}：",

@@ -4,7 +4,7 @@ MESSAGES: dict[str, str] = {
     # the stub, and what the watch says about a launch
     "it raises NotImplementedError": "它引發 NotImplementedError",
     "not solved yet ({why}). Write your version above and run the cell again.":
-        "尚未解答（{why}）。請在上方寫下你的版本，再執行一次這個儲存格。",
+        "尚未作答（{why}）。請在上方寫下你的版本，再執行一次這個儲存格。",
     "this piece is still the stub: write it first": "這個部件還是空白函式：請先把它寫出來",
     "{dim} {index} (past the last, {last})": "{dim} {index}（超出範圍，最後一個是 {last}）",
     "a line of the kernel": "核心裡某一行",

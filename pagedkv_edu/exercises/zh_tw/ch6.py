@@ -45,6 +45,12 @@ MESSAGES: dict[str, str] = {
 
     # what differs, and the rule it breaks
     "{name}: got {got}, expected {expected}": "{name}：得到 {got}，應為 {expected}",
+    "scheduled": "排入（scheduled）",
+    "preempted": "被搶佔",
+    "admitted": "允入（admitted）",
+    "failed": "失敗（failed）",
+    "tables": "區塊表（tables）",
+    "waiting": "等待中",
     "with nothing running, a step that schedules nothing makes the Scheduler fail the head of the queue ({failed}) as "
     "one that can never fit; every request here fits alone: admit it":
         "沒有請求在執行時，一個什麼都沒排入的步驟會讓 Scheduler 把佇列最前面的請求（{failed}）當成永遠放不下的請求，"

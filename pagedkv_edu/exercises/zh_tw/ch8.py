@@ -59,19 +59,19 @@ MESSAGES: dict[str, str] = {
     "expected blocks {expected}, got {got}  ({why})": "應為區塊 {expected}，得到 {got}（{why}）",
     # the free queue's order
     "a request finishes, freed tail first: its partial block 2 to the front, its cached 1 and 0 to the back":
-        "一個請求結束，從尾端開始釋放：它未填滿的區塊 2 放到前端，已快取的 1 和 0 放到後端",
-    "two uncached blocks freed together keep their order at the front": "一起釋放的兩個未快取區塊，在前端保持原本的順序",
+        "一個請求結束，從尾端開始釋放：它未填滿的區塊 2 放到前端，已快取的 1 和 0 排到尾端",
+    "three uncached blocks freed together keep their order at the front": "一起釋放的三個未快取區塊，在前端保持原本的順序",
     "a block another request shares loses one reference and stays out of the queue":
         "另一個請求也在共享的區塊，只會少一個引用，不會進入佇列",
     "a hit on a free cached block pulls it out of the middle of the queue": "命中一個空閒的已快取區塊，會把它從佇列中間抽出來",
     "a hit on a block in use only takes a reference": "命中一個使用中的區塊，只會多取得一個引用",
     "freeing nothing changes nothing": "什麼都不釋放，就什麼都不會改變",
     "the older vLLM order (both appended); at c59cb79 a freed block without a hash goes to the front":
-        "這是較舊的 vLLM 順序，兩者都接到後端；在 c59cb79，被釋放的無雜湊區塊要放到前端",
+        "這是較舊的 vLLM 順序，兩者都接到尾端；在 c59cb79，被釋放的無雜湊區塊要放到前端",
     "prepending one block at a time reverses them: the first block given must end up first":
         "一次把一個區塊插到前端，會把它們的順序顛倒：最先給的區塊最後必須排在最前面",
     "the cached blocks go to the back (they may still be hit), the others to the front":
-        "已快取的區塊放到後端，因為它們之後仍可能被命中；其他的放到前端",
+        "已快取的區塊排到尾端，因為它們之後仍可能被命中；其他的放到前端",
     "a block with another reference is still in use: it does not join the queue":
         "還有別的引用的區塊仍在使用中：它不會加入佇列",
     "a hit must take the block out of the free queue, or it could be handed out while in use":

@@ -13,7 +13,7 @@ MESSAGES: dict[str, str] = {
     "the last block is exactly full: nothing is wasted": "最後一個區塊剛好填滿：沒有任何浪費",
     "negative: rounded the number of blocks down instead of up?": "是負數：是不是把區塊數無條件捨去了，而不是無條件進位？",
     "-n & (B - 1) is the waste only when B is a power of two; here B = {b}":
-        "只有在 B 是二的冪時，-n & (B - 1) 才等於浪費；這裡 B = {b}",
+        "只有在 B 是二的冪次時，-n & (B - 1) 才等於浪費；這裡 B = {b}",
     "(n={n}, B={b}): got {got}, expected {expected}": "(n={n}, B={b})：得到 {got}，應為 {expected}",
     "(n={n}, B={b}): got {got}, expected {expected} ({hint})": "(n={n}, B={b})：得到 {got}，應為 {expected}（{hint}）",
 }

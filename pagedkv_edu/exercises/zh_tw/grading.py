@@ -3,7 +3,7 @@
 MESSAGES: dict[str, str] = {
     "{case}:": "{case}：",
     "\"{case}\"": "「{case}」",
-    "raised {kind}: {error}, at `{line}`": "引發了 {kind}：{error}，位置在 `{line}`",
+    "raised {kind}: {error}, at `{line}`": "引發了 {kind}：{error}，出錯的那一行：`{line}`",
     "raised {kind}: {error}": "引發了 {kind}：{error}",
     "it raises NotImplementedError": "它引發 NotImplementedError",
     "it returns None": "它回傳 None",
@@ -11,7 +11,7 @@ MESSAGES: dict[str, str] = {
     "{count} of {total} hidden cases": "{total} 個隱藏案例中的 {count} 個",
     "also wrong: {cases}": "同樣錯誤的還有：{cases}",
     ", ": "、",
-    "not solved yet ({why})": "尚未解答（{why}）",
+    "not solved yet ({why})": "尚未作答（{why}）",
     "({passed} of {total} cases passed before this one; later cases not run)":
         "（在這個案例之前，{total} 個案例中通過了 {passed} 個；之後的案例沒有執行）",
     "{name} ({count} cases)": "{name}（{count} 個案例）",

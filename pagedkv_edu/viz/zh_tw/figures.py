@@ -146,11 +146,11 @@ MESSAGES: dict[str, str] = {
     "block size {block_size}": "區塊大小 {block_size}",
     "reserve = {reserve}": "預留 = {reserve}",
     "arena slot": "arena 槽位",
-    "free hole": "空閒孔洞",
+    "free hole": "空閒空洞",
     "holds tokens": "存著 token",
     "over-reservation (used later)": "過度預留（稍後才用到）",
     "internal fragmentation (never used)": "內部碎片化（永遠用不到）",
-    "external fragmentation (holes too small)": "外部碎片化（孔洞太小）",
+    "external fragmentation (holes too small)": "外部碎片化（空洞太小）",
     "free": "空閒",
     # pagedkv_edu.viz.reservation_gain
     "The same {n} requests in {slots} KV slots": "同樣 {n} 個請求，放進 {slots} 個 KV 槽位",

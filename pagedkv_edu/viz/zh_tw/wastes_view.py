@@ -5,7 +5,7 @@ MESSAGES: dict[str, str] = {
     "holds tokens": "存著 token",
     "over-reserved (used later)": "過度預留（稍後才用到）",
     "internal fragmentation (never used)": "內部碎片化（永遠用不到）",
-    "external fragmentation (holes too small)": "外部碎片化（孔洞太小）",
+    "external fragmentation (holes too small)": "外部碎片化（空洞太小）",
     "free": "空閒",
     "free (not held)": "空閒（未被佔用）",
     "{label}: {share:.1%}": "{label}：{share:.1%}",
