@@ -322,12 +322,14 @@ def _raising_step(engine: LLMEngine) -> list:
 
 
 def test_the_answer_key_speaks_the_language_it_is_printed_in() -> None:
-    """The shipped step's views are cached once per case, in whichever language made them; they print in the
-    language of the moment."""
+    """The shipped step's views are cached once per case, in whichever language made them; the rows a ``try_*``
+    returns read in the language of the call (a notebook shows a dict by its repr, which reads a value as it is),
+    and the views' own messages print in the language of the moment."""
     rows = ch12.try_step(shipped.step, 0)           # made in English
     messages.set_language("zh-TW")
     try:
-        before, record = str(rows[0]["before"]), str(rows[-1]["expected"].records["r2"])
+        before = ch12.try_step(shipped.step, 0)[0]["before"]
+        record = str(rows[-1]["expected"].records["r2"])
         problem = str(ch12.try_step(_raising_step, 0)[0]["problem"])
     finally:
         messages.set_language("en")

@@ -222,7 +222,7 @@ def test_a_part_file_that_cannot_run_says_why_in_zh_tw(tmp_path: Path) -> None:
     assert missing is None and "不存在：請執行上方的 %%writefile 儲存格" in str(why)
     (tmp_path / "broken.py").write_text("1 / 0\n")
     assert str(my_engine.function_in(tmp_path / "broken.py", "schedule", "(state)", (), "policy")[1]).endswith(
-        "broken.py 時引發了 ZeroDivisionError：division by zero，位置在 `1 / 0`")
+        "broken.py 時引發了 ZeroDivisionError：division by zero，出錯的那一行：`1 / 0`")
     (tmp_path / "shipped.py").write_text("from pagedkv_edu.core.scheduler import schedule\n")
     assert "匯入了隨附的 schedule，而不是自己定義" in str(
         my_engine.function_in(tmp_path / "shipped.py", "schedule", "(state)", (schedule,), "policy")[1])
