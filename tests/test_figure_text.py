@@ -19,6 +19,7 @@ import pytest
 
 from pagedkv_edu.viz import figure_text
 from pagedkv_edu.viz.language import set_language
+from tests.zh_output import CJK
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_METHODS = {"set_title": 0, "set_xlabel": 0, "set_ylabel": 0, "suptitle": 0, "supxlabel": 0, "supylabel": 0,
@@ -156,7 +157,7 @@ def test_a_package_figure_is_translated_and_draws_every_glyph() -> None:
     figure_text.use_cjk_font()
     fig = figure_text.localise(_chapter_0_figure())
     texts = [t.get_text() for t in fig.findobj(Text) if words(t.get_text())]
-    assert texts and all(figure_text.CJK.search(t) for t in texts), texts
+    assert texts and all(CJK.search(t) for t in texts), texts
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # "Glyph ... missing from font(s)" is a warning: a box
         fig.savefig(io.BytesIO(), format="png")

@@ -39,7 +39,6 @@ PROSE = re.compile(r"[A-Za-z]{2,}[ ,;:']+[A-Za-z]{2,}")
 EXEMPT = "# en: not shown to readers"
 ENGLISH_ONLY_FIELDS = {"s", "es", "plural"}     # "{n} token{s}": Chinese has no plural to fill in
 LAYOUT_KEYWORDS = {"loc", "ha", "va", "horizontalalignment", "verticalalignment", "family", "fontfamily"}
-CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -150,7 +149,7 @@ def test_translations_keep_fields_numbers_code_and_glossary_terms(path: Path) ->
         bare_en, bare_zh = (re.sub(r"\{[^{}]*\}", " ", t) for t in (english, zh))
         if translations.fidelity_tokens(bare_en) != translations.fidelity_tokens(bare_zh):
             problems.append(f"{english!r}: numbers or inline code differ in {zh!r}")
-        if re.search(r"[A-Za-z]{2,}", translations.CODE_SPAN.sub(" ", bare_en)) and not CJK.search(zh):
+        if re.search(r"[A-Za-z]{2,}", translations.CODE_SPAN.sub(" ", bare_en)) and not translations.CJK.search(zh):
             problems.append(f"{english!r}: {zh!r} has no Chinese")
         problems += [f"{english!r}: {term}" for term in translations.term_problems(bare_en, bare_zh, terms)]
     assert not problems, "\n".join(problems)

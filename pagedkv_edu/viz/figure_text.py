@@ -21,7 +21,6 @@ from .language import catalogue_package, language
 CJK_FAMILIES: tuple[str, ...] = ("Noto Sans CJK TC", "Noto Sans TC", "Source Han Sans TC", "PingFang TC",
                                  "Microsoft JhengHei", "Noto Sans CJK JP", "Noto Sans CJK SC")
 """Fonts with Traditional Chinese glyphs, preferred first (Debian's fonts-noto-cjk gives the first)."""
-CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 CJK_FILES = re.compile(r"NotoSansCJK|NotoSans.*TC|SourceHanSans|PingFang|msjh", re.I)
 
 
@@ -90,7 +89,7 @@ def translate(text: str, lang: str | None = None) -> str:
 
 def _translate_line(line: str, lang: str) -> str:
     exact = figures_catalogue(lang).get(line)
-    if exact is not None and not _pattern(line).groups:
+    if exact is not None:
         return exact
     for pattern, translated in _templates(lang):
         match = pattern.fullmatch(line)
